@@ -1,0 +1,272 @@
+"""Errors: every exception selectgraph raises on purpose.
+
+The tree::
+
+    SelectGraphError
+    ├── GraphBuildError              the graph definition is invalid (compile time)
+    │   └── ReducerConfigurationError  a reducer factory got bad parameters
+    ├── GraphRunError                a run stopped; carries the state at failure
+    │   ├── NodeError                a node raised          (category node_exception)
+    │   │   ├── NodeContractError    a node broke its declared reads/writes or return type
+    │   │   └── VisitLimitExceeded   a node hit its max_visits
+    │   ├── EdgeError                an edge function raised (category edge_exception)
+    │   ├── ReducerError             a reducer raised while merging (category reducer_error)
+    │   ├── RoutingError             no valid next node       (category routing_error)
+    │   ├── StateValidationError     state failed its schema  (category state_validation_error)
+    │   ├── MaxStepsExceeded         the step limit was hit with on_max_steps=THROW
+    │   └── LoopDetected             an identical state came back to the same node
+    ├── StateSerializationError      a state value cannot be written as JSON
+    ├── GraphSpecError               a declarative GraphSpec is malformed
+    └── ProviderError                an LLM provider call failed
+        ├── ProviderRetryableError   rate limits, 5xx, timeouts, dropped connections
+        └── ProviderRequestError     bad request, authentication, unknown model
+
+Every run-time error keeps what is needed to recover: ``error.state`` is the
+state at the point of failure (before the failing merge), and ``error.result``
+is a partial :class:`~selectgraph.GraphResult` when the runner got far enough
+to build one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from selectgraph.graph._result import GraphResult
+    from selectgraph.graph._state import GraphState
+
+__all__ = [
+    "Diagnostic",
+    "EdgeError",
+    "GraphBuildError",
+    "GraphRunError",
+    "GraphSpecError",
+    "LoopDetected",
+    "MaxStepsExceeded",
+    "NodeError",
+    "NodeContractError",
+    "ProviderError",
+    "ProviderRequestError",
+    "ProviderRetryableError",
+    "ReducerConfigurationError",
+    "ReducerError",
+    "RoutingError",
+    "SelectGraphError",
+    "StateSerializationError",
+    "StateValidationError",
+    "VisitLimitExceeded",
+]
+
+Severity = Literal["error", "warning"]
+"""How serious a compile diagnostic is.
+
+- ``"error"``: the graph cannot be compiled.
+- ``"warning"``: the graph compiles, but something is probably not what was meant.
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diagnostic:
+    """One problem found while validating a graph definition."""
+
+    category: str
+    """Stable identifier, e.g. ``"unreachable_node"`` or ``"dangling_edge"``."""
+    message: str
+    """What is wrong, naming the node, edge or field, and how to fix it."""
+    severity: Severity = "error"
+    """Whether the problem stops compilation."""
+    node: str | None = None
+    """The node the problem is about, when there is one."""
+
+    def __str__(self) -> str:
+        return f"[{self.category}] {self.message}"
+
+
+class SelectGraphError(Exception):
+    """Base class of every error selectgraph raises on purpose."""
+
+
+class GraphBuildError(SelectGraphError):
+    """The graph definition is invalid; every problem found is listed."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = diagnostics
+        """Every error-severity problem compile found, in a stable order."""
+        lines = "\n".join(f"  - {d}" for d in diagnostics)
+        noun = "problem" if len(diagnostics) == 1 else "problems"
+        super().__init__(f"graph is invalid ({len(diagnostics)} {noun}):\n{lines}")
+
+    @property
+    def categories(self) -> list[str]:
+        """The category of each diagnostic, in order."""
+        return [d.category for d in self.diagnostics]
+
+
+class ReducerConfigurationError(GraphBuildError):
+    """A reducer factory was given invalid parameters (e.g. ``bounded_append(0)``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([Diagnostic(category="reducer_configuration_invalid", message=message)])
+
+
+class GraphRunError(SelectGraphError):
+    """A run stopped with an error; the state at failure is kept on the error."""
+
+    category: str = "run_error"
+    """Stable identifier of the failure kind (OpenArmature's runtime categories)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        state: GraphState | None = None,
+        node: str | None = None,
+        step: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.state = state
+        """The state at the point of failure (before any failing merge)."""
+        self.node = node
+        """The node that was running or routing when the run failed."""
+        self.step = step
+        """The 1-based step at which the run failed."""
+        self.result: GraphResult | None = None
+        """The partial result of the run, attached by the runner."""
+
+
+class NodeError(GraphRunError):
+    """A node raised; the node's own exception is the ``__cause__``."""
+
+    category = "node_exception"
+
+
+class NodeContractError(NodeError):
+    """A node read or wrote an undeclared key, skipped a required one, or returned a bad type."""
+
+    category = "node_contract_violation"
+
+
+class VisitLimitExceeded(NodeError):
+    """A node would run more often than its ``max_visits`` allows."""
+
+    category = "visit_limit_exceeded"
+
+
+class EdgeError(GraphRunError):
+    """An edge's router or condition raised; its exception is the ``__cause__``."""
+
+    category = "edge_exception"
+
+
+class ReducerError(GraphRunError):
+    """A reducer raised while merging a node's update into the state."""
+
+    category = "reducer_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str,
+        reducer: str,
+        state: GraphState | None = None,
+        node: str | None = None,
+        step: int | None = None,
+    ) -> None:
+        super().__init__(message, state=state, node=node, step=step)
+        self.field = field
+        """The state field whose merge failed."""
+        self.reducer = reducer
+        """The name of the reducer that raised."""
+
+
+class RoutingError(GraphRunError):
+    """No valid next node: an unknown target, or no edge matched."""
+
+    category = "routing_error"
+
+
+class StateValidationError(GraphRunError):
+    """The state does not satisfy its schema at a graph boundary."""
+
+    category = "state_validation_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        fields: list[str],
+        state: GraphState | None = None,
+        node: str | None = None,
+        step: int | None = None,
+    ) -> None:
+        super().__init__(message, state=state, node=node, step=step)
+        self.fields = fields
+        """The offending field names (dotted paths for nested fields)."""
+
+
+class MaxStepsExceeded(GraphRunError):
+    """The run reached ``max_steps`` and ``on_max_steps`` is ``THROW``."""
+
+    category = "max_steps_exceeded"
+
+
+class LoopDetected(GraphRunError):
+    """The same node was about to run again on an identical state."""
+
+    category = "loop_detected"
+
+
+class StateSerializationError(SelectGraphError):
+    """A value in the state cannot be written as JSON; ``path`` says where it is."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot serialize state at {path}: {reason}")
+        self.path = path
+        """Where the value sits, e.g. ``data.results[2].when``."""
+
+
+class GraphSpecError(SelectGraphError):
+    """A declarative GraphSpec is malformed; the message names the offending entry."""
+
+
+class ProviderError(SelectGraphError):
+    """An LLM provider call failed. Messages never contain API keys."""
+
+    retryable: bool = False
+    """Whether trying the same call again may succeed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        """The provider's name, e.g. ``"openai"``."""
+        self.status_code = status_code
+        """The HTTP status, when the failure came from one."""
+        self.retry_after = retry_after
+        """Seconds the server asked us to wait, when it said."""
+
+
+class ProviderRetryableError(ProviderError):
+    """A transient failure: rate limited, server error, timeout or dropped connection."""
+
+    retryable = True
+
+
+class ProviderRequestError(ProviderError):
+    """A failure that retrying cannot fix: bad request, bad key, unknown model."""
+
+
+def attach_context(error: GraphRunError, **context: Any) -> GraphRunError:
+    """Fill in run context (state, node, step) an error did not already carry."""
+    for name, value in context.items():
+        if getattr(error, name, None) is None:
+            setattr(error, name, value)
+    return error

@@ -1,0 +1,1 @@
+"""Agents: LLM-backed nodes with tools, context modes, layered prompts and judges."""

@@ -1,0 +1,69 @@
+"""The graph engine: build, compile and run graphs of agents and functions."""
+
+from __future__ import annotations
+
+from selectgraph.graph._builder import AgentGraph
+from selectgraph.graph._compiled import CompiledGraph, GraphSettings
+from selectgraph.graph._directives import Directive, goto, update
+from selectgraph.graph._nodes import NodeAdapter, NodeContext, NodeSpec
+from selectgraph.graph._policies import (
+    ErrorPolicy,
+    LoopAction,
+    MaxStepsAction,
+    Outcome,
+    Quality,
+    RetryPolicy,
+    StopReason,
+)
+from selectgraph.graph._reducers import (
+    Reducer,
+    append,
+    bounded_append,
+    concat_flatten,
+    dedupe_append,
+    last_write_wins,
+    merge,
+    merge_all,
+    merge_by_key,
+    reducer,
+)
+from selectgraph.graph._result import GraphResult, NodeResult
+from selectgraph.graph._safe_eval import Condition, ConditionSyntaxError, parse_condition
+from selectgraph.graph._state import LAST_OUTPUT, STATE_KEY_LAST_OUTPUT, GraphState
+
+__all__ = [
+    "LAST_OUTPUT",
+    "STATE_KEY_LAST_OUTPUT",
+    "AgentGraph",
+    "CompiledGraph",
+    "Condition",
+    "ConditionSyntaxError",
+    "Directive",
+    "ErrorPolicy",
+    "GraphResult",
+    "GraphSettings",
+    "GraphState",
+    "LoopAction",
+    "MaxStepsAction",
+    "NodeAdapter",
+    "NodeContext",
+    "NodeResult",
+    "NodeSpec",
+    "Outcome",
+    "Quality",
+    "Reducer",
+    "RetryPolicy",
+    "StopReason",
+    "append",
+    "bounded_append",
+    "concat_flatten",
+    "dedupe_append",
+    "goto",
+    "last_write_wins",
+    "merge",
+    "merge_all",
+    "merge_by_key",
+    "parse_condition",
+    "reducer",
+    "update",
+]

@@ -1,0 +1,534 @@
+"""Builder: AgentGraph, where nodes and edges are declared before compile() validates them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Self
+
+from selectgraph._callables import callable_name
+from selectgraph._errors import Diagnostic, GraphBuildError
+from selectgraph._sentinels import END, UNSET, EndType, Unset
+from selectgraph.graph._adapters import make_adapter
+from selectgraph.graph._compile import compile_graph, validate_graph
+from selectgraph.graph._compiled import CompiledGraph, GraphInput, GraphSettings
+from selectgraph.graph._edges import EdgeKind, Trigger
+from selectgraph.graph._nodes import NodeAdapter
+from selectgraph.graph._policies import ErrorPolicy, LoopAction, MaxStepsAction, RetryPolicy
+from selectgraph.graph._result import GraphResult
+from selectgraph.graph._state import GraphState
+from selectgraph.observe._events import GraphEvent
+from selectgraph.observe._observer import Observer
+from selectgraph.observe._recorder import Listener
+
+__all__ = ["AgentGraph"]
+
+
+@dataclass(slots=True, kw_only=True)
+class SubgraphDecl:
+    """A subgraph node as declared with add_subgraph()."""
+
+    node: str
+    graph: AgentGraph | CompiledGraph
+    input_map: Mapping[str, str] | None = None
+    output_map: Mapping[str, str] | None = None
+    projects_in: Sequence[str] | None = None
+    projects_out: Sequence[str] | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class NodeDecl:
+    """A node as declared with add_node() or add_subgraph()."""
+
+    name: str
+    adapter: NodeAdapter | None = None
+    subgraph: SubgraphDecl | None = None
+    reads: Sequence[str] | None = None
+    writes: Sequence[str] | None = None
+    optional_writes: Sequence[str] | None = None
+    max_visits: int | None = None
+    error_policy: ErrorPolicy | None = None
+    retry: RetryPolicy | None = None
+    destinations: Sequence[str | EndType] | None = None
+    description: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class EdgeDecl:
+    """An edge as declared."""
+
+    source: str | EndType
+    kind: EdgeKind
+    trigger: Trigger = "success"
+    target: str | EndType | None = None
+    condition: str | Callable[[GraphState], Any] | None = None
+    router: Callable[[GraphState], Any] | None = None
+    path_map: Mapping[Hashable, Any] | Sequence[Any] | None = None
+    label: str | None = None
+    order: int = 0
+
+
+class AgentGraph:
+    """A graph of agents and functions sharing one state.
+
+    This example is complete:
+
+    >>> from selectgraph import AgentGraph, END
+    >>> def draft(state):
+    ...     return {"text": "a first draft", "revisions": state.get("revisions", 0)}
+    >>> def review(state):
+    ...     return {"revisions": state["revisions"] + 1}
+    >>> graph = AgentGraph("essay")
+    >>> _ = graph.add_node("draft", draft, next_node="review")
+    >>> _ = graph.add_node("review", review)
+    >>> _ = graph.add_edge("review", "draft", condition="revisions < 2")
+    >>> _ = graph.add_edge("review", END)
+    >>> _ = graph.set_entry("draft")
+    >>> result = graph.run()
+    >>> result.node_order
+    ['draft', 'review', 'draft', 'review']
+    >>> result.state["revisions"]
+    2
+    """
+
+    END: ClassVar[EndType] = END
+    """The routing target that stops a run (``selectgraph.END``)."""
+
+    def __init__(
+        self,
+        name: str = "graph",
+        *,
+        state_schema: type[Any] | None = None,
+        reducers: Mapping[str, Any] | None = None,
+        max_steps: int | Unset | None = UNSET,
+        on_max_steps: MaxStepsAction = MaxStepsAction.RETURN_LAST,
+        error_policy: ErrorPolicy = ErrorPolicy.ABORT,
+        retry: RetryPolicy | None = None,
+        error_retry_limit: int | None = None,
+        enable_loop_detection: bool = True,
+        on_loop: LoopAction = LoopAction.RAISE,
+        stall_threshold: int | None = 3,
+        observers: Sequence[Observer | Listener] = (),
+        goal: str = "",
+        description: str = "",
+    ) -> None:
+        """Create an empty graph.
+
+        Args:
+            name: Shown in traces, events and diagrams.
+            state_schema: A Pydantic model (validated at entry and exit) or a
+                TypedDict describing ``state.data``; reducers are declared with
+                ``Annotated[type, reducer]``.
+            reducers: Reducers by field, for graphs without a schema (or on top of one).
+            max_steps: Nodes a run may execute (default 50); ``None`` for no limit.
+            on_max_steps: What happens at the limit.
+            error_policy: What happens when a node raises (per-node overrides win).
+            retry: Backoff for ErrorPolicy.RETRY.
+            error_retry_limit: Shorthand for ``retry=RetryPolicy(max_retries=...)``.
+            enable_loop_detection: Detect a node about to rerun on an identical state.
+            on_loop: What happens when a loop is detected.
+            stall_threshold: Unchanged steps in a row that count as a stall; ``None`` disables.
+            observers: Objects with ``on_event(event)`` (or plain callables) told every event.
+            goal: What the graph is for; agents and llm_decide edges are told it.
+            description: What the graph does, for diagrams and parent graphs.
+        """
+        self.name = name
+        self.description = description
+        if retry is None:
+            retry = (
+                RetryPolicy()
+                if error_retry_limit is None
+                else RetryPolicy(max_retries=error_retry_limit)
+            )
+        self._settings = GraphSettings(
+            max_steps=50 if isinstance(max_steps, Unset) else max_steps,
+            on_max_steps=on_max_steps,
+            error_policy=error_policy,
+            retry=retry,
+            detect_loops=enable_loop_detection,
+            on_loop=on_loop,
+            stall_threshold=stall_threshold,
+            goal=goal,
+        )
+        self._state_schema = state_schema
+        self._reducers = dict(reducers) if reducers else None
+        self._observers = tuple(observers)
+        self._nodes: dict[str, NodeDecl] = {}
+        self._edges: list[EdgeDecl] = []
+        self._entry: str | None = None
+        self._problems: list[Diagnostic] = []
+        self._compiled: CompiledGraph | None = None
+
+    # ------------------------------------------------------------ building
+    def _changed(self) -> None:
+        self._compiled = None
+
+    def _declare(self, decl: NodeDecl, next_node: str | EndType | Unset) -> None:
+        name = decl.name
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a node name must be a non-empty string, got {name!r}")
+        if name in self._nodes:
+            self._problems.append(
+                Diagnostic(
+                    category="duplicate_node",
+                    message=f"node {name!r} is declared twice; node names must be unique",
+                    node=name,
+                )
+            )
+            return
+        self._nodes[name] = decl
+        if not isinstance(next_node, Unset):
+            self.add_edge(name, next_node)
+        self._changed()
+
+    def add_node(
+        self,
+        name: str,
+        node: Any,
+        *,
+        next_node: str | EndType | Unset = UNSET,
+        reads: Sequence[str] | None = None,
+        writes: Sequence[str] | None = None,
+        optional_writes: Sequence[str] | None = None,
+        max_visits: int | None = None,
+        error_policy: ErrorPolicy | None = None,
+        retry: RetryPolicy | None = None,
+        destinations: Sequence[str | EndType] | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> Self:
+        """Add a node: an Agent, a graph, or a function ``(state) -> update``.
+
+        Args:
+            name: Unique node name.
+            node: What runs. Functions take ``state`` (and optionally ``context``)
+                and return a mapping of updates, a GraphState, None, or goto()/update().
+            next_node: Shorthand for ``add_edge(name, next_node)``.
+            reads: Keys the node needs; they must exist, and reading others is an error.
+            writes: Keys the node must write; writing others is an error.
+            optional_writes: Keys the node may write; cleared on a revisit that skips them.
+            max_visits: Times the node may run per run (``None``/0: unlimited).
+            error_policy: Overrides the graph's error policy for this node.
+            retry: Overrides the graph's retry policy for this node.
+            destinations: Targets the node may goto(); checked at run time, drawn in diagrams.
+            description: What the node does (diagrams, llm_decide prompts).
+            metadata: Free-form data kept on the node spec.
+            **options: Node-kind options (e.g. ``context_mode`` for agents).
+
+        Returns:
+            The graph, so calls can be chained.
+
+        Raises:
+            TypeError: ``node`` cannot be a node, or options do not apply to it.
+        """
+        hook = getattr(node, "__selectgraph_node__", None)
+        if options and hook is None:
+            raise TypeError(
+                f"node {name!r}: options {', '.join(sorted(options))} only apply to agent "
+                "nodes; a function node takes none"
+            )
+        adapter = (
+            hook(name, **options) if hook is not None and options else make_adapter(name, node)
+        )
+        self._declare(
+            NodeDecl(
+                name=name,
+                adapter=adapter,
+                reads=list(reads) if reads is not None else None,
+                writes=list(writes) if writes is not None else None,
+                optional_writes=list(optional_writes) if optional_writes is not None else None,
+                max_visits=max_visits,
+                error_policy=error_policy,
+                retry=retry,
+                destinations=list(destinations) if destinations is not None else None,
+                description=description or _describe_node(node),
+                metadata=dict(metadata or {}),
+            ),
+            next_node,
+        )
+        return self
+
+    def add_subgraph(
+        self,
+        name: str,
+        graph: AgentGraph | CompiledGraph,
+        *,
+        input_map: Mapping[str, str] | None = None,
+        output_map: Mapping[str, str] | None = None,
+        projects_in: Sequence[str] | None = None,
+        projects_out: Sequence[str] | None = None,
+        next_node: str | EndType | Unset = UNSET,
+        max_visits: int | None = None,
+        error_policy: ErrorPolicy | None = None,
+        retry: RetryPolicy | None = None,
+        description: str | None = None,
+    ) -> Self:
+        """Add ``graph`` as one node behind an explicit state boundary.
+
+        With no mapping, the subgraph starts from its own defaults and every
+        subgraph field whose name matches a parent field is merged back through
+        the parent's reducers.
+
+        Args:
+            name: Unique node name.
+            graph: The graph to run.
+            input_map: ``{parent_field: subgraph_field}`` copied in at entry.
+            output_map: ``{subgraph_field: parent_field}`` merged out at exit
+                (replaces name matching).
+            projects_in: Same-named fields copied in (declared-boundary form).
+            projects_out: Same-named fields merged out (declared-boundary form;
+                nothing else crosses).
+            next_node: Shorthand for ``add_edge(name, next_node)``.
+            max_visits: Times the node may run per run.
+            error_policy: Overrides the graph's error policy.
+            retry: Overrides the graph's retry policy.
+            description: Shown in diagrams.
+        """
+        if not isinstance(graph, AgentGraph | CompiledGraph):
+            raise TypeError(f"add_subgraph({name!r}, ...) needs an AgentGraph, got {graph!r}")
+        self._declare(
+            NodeDecl(
+                name=name,
+                subgraph=SubgraphDecl(
+                    node=name,
+                    graph=graph,
+                    input_map=dict(input_map) if input_map is not None else None,
+                    output_map=dict(output_map) if output_map is not None else None,
+                    projects_in=list(projects_in) if projects_in is not None else None,
+                    projects_out=list(projects_out) if projects_out is not None else None,
+                ),
+                max_visits=max_visits,
+                error_policy=error_policy,
+                retry=retry,
+                description=description or f"subgraph {graph.name}",
+            ),
+            next_node,
+        )
+        return self
+
+    def add_edge(
+        self,
+        source: str | EndType,
+        target: str | EndType,
+        *,
+        condition: str | Callable[[GraphState], Any] | None = None,
+        on: Trigger = "success",
+        label: str | None = None,
+    ) -> Self:
+        """Add an edge. Conditional edges are tried in declaration order; the first match wins.
+
+        Args:
+            source: The node the edge leaves.
+            target: The next node, or END.
+            condition: A safe expression over state keys (``"score >= 0.8"``) or a
+                predicate ``(state) -> bool``. Without one, the edge is the
+                unconditional fallback, taken only when no conditional edge matches.
+            on: ``"success"`` (default), ``"failure"`` (route a failed node to
+                recovery) or ``"always"``.
+            label: Text for diagrams and traces (defaults to the condition).
+        """
+        if on not in ("success", "failure", "always"):
+            raise ValueError(
+                f"add_edge(on=...) must be 'success', 'failure' or 'always', got {on!r}"
+            )
+        self._edges.append(
+            EdgeDecl(
+                source=source,
+                target=target,
+                kind="static" if condition is None else "condition",
+                trigger=on,
+                condition=condition,
+                label=label,
+                order=len(self._edges),
+            )
+        )
+        self._changed()
+        return self
+
+    def add_conditional_edge(
+        self,
+        source: str,
+        router: Callable[[GraphState], Any],
+        path_map: Mapping[Hashable, str | EndType] | Sequence[str | EndType] | None = None,
+        *,
+        on: Trigger = "success",
+    ) -> Self:
+        """Route from ``source`` with a function of the state.
+
+        Args:
+            source: The node the router runs after.
+            router: ``(state) -> target``; returns a node name, END, a path_map
+                key, or ``goto(target, update)``. May be async.
+            path_map: Allowed return values and the node each means (a list of
+                node names maps each to itself). Checked when the graph is built.
+            on: Which outcomes of ``source`` the router decides for.
+        """
+        if not callable(router):
+            raise TypeError(
+                f"add_conditional_edge({source!r}, ...) needs a function, got {router!r}"
+            )
+        self._edges.append(
+            EdgeDecl(
+                source=source,
+                kind="router",
+                trigger=on,
+                router=router,
+                path_map=path_map,
+                order=len(self._edges),
+            )
+        )
+        self._changed()
+        return self
+
+    def set_entry(self, name: str) -> Self:
+        """Declare the node every run starts at."""
+        self._entry = name
+        self._changed()
+        return self
+
+    set_entry_point = set_entry
+
+    @classmethod
+    def chain(
+        cls,
+        *nodes: Any,
+        names: Sequence[str] | None = None,
+        name: str = "chain",
+        **graph_options: Any,
+    ) -> AgentGraph:
+        """A linear graph running ``nodes`` in order, in one line.
+
+        Example:
+            >>> from selectgraph import AgentGraph
+            >>> def shout(state):
+            ...     return {"text": state["text"].upper()}
+            >>> def exclaim(state):
+            ...     return {"text": state["text"] + "!"}
+            >>> AgentGraph.chain(shout, exclaim).run({"text": "hi"}).state["text"]
+            'HI!'
+
+        Args:
+            *nodes: Agents, graphs or functions, in order.
+            names: Node names (default: derived from each node, made unique).
+            name: The graph's name.
+            **graph_options: Passed to AgentGraph().
+        """
+        if not nodes:
+            raise ValueError("chain() needs at least one node")
+        if names is not None and len(names) != len(nodes):
+            raise ValueError(f"chain() got {len(nodes)} nodes but {len(names)} names")
+        graph = cls(name, **graph_options)
+        chosen = list(names) if names is not None else _unique_names(nodes)
+        for node_name, node in zip(chosen, nodes, strict=True):
+            graph.add_node(node_name, node)
+        targets: list[str | EndType] = [*chosen[1:], END]
+        for source, target in zip(chosen, targets, strict=True):
+            graph.add_edge(source, target)
+        graph.set_entry(chosen[0])
+        return graph
+
+    # ------------------------------------------------------------ compiling
+    def validate(self) -> list[Diagnostic]:
+        """Check the graph; return its warnings.
+
+        Raises:
+            GraphBuildError: listing every error found.
+        """
+        diagnostics = validate_graph(self)
+        errors = [d for d in diagnostics if d.severity == "error"]
+        if errors:
+            raise GraphBuildError(errors)
+        return [d for d in diagnostics if d.severity == "warning"]
+
+    def compile(self) -> CompiledGraph:
+        """The validated, immutable graph (cached until the graph changes).
+
+        Raises:
+            GraphBuildError: listing every error found.
+        """
+        if self._compiled is None:
+            self._compiled = compile_graph(self)
+        return self._compiled
+
+    # --------------------------------------------------------------- running
+    def run(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+    ) -> GraphResult:
+        """Compile if needed and run to a stop; see :meth:`CompiledGraph.run`."""
+        return self.compile().run(input, observers=observers, run_id=run_id)
+
+    async def arun(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+    ) -> GraphResult:
+        """Compile if needed and run to a stop; see :meth:`CompiledGraph.arun`."""
+        return await self.compile().arun(input, observers=observers, run_id=run_id)
+
+    def astream(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+    ) -> AsyncIterator[GraphEvent]:
+        """Compile if needed and stream the run's events; see :meth:`CompiledGraph.astream`."""
+        return self.compile().astream(input, observers=observers, run_id=run_id)
+
+    def __call__(self, state: GraphState) -> GraphState:
+        """Run on ``state`` and return the final state (a graph is callable like a node)."""
+        return self.compile()(state)
+
+    def __selectgraph_node__(self, name: str) -> NodeAdapter:
+        return self.compile().__selectgraph_node__(name)
+
+    def to_mermaid(self, result: GraphResult | None = None) -> str:
+        """A Mermaid flowchart; with ``result``, the edges that fired are highlighted."""
+        return self.compile().to_mermaid(result)
+
+    def visualize(
+        self, format: Literal["ascii", "mermaid"] = "ascii", result: GraphResult | None = None
+    ) -> str:
+        """A text picture of the graph (``"ascii"`` or ``"mermaid"``)."""
+        return self.compile().visualize(format, result)
+
+    @property
+    def nodes(self) -> list[str]:
+        """Declared node names, in order."""
+        return list(self._nodes)
+
+    def __repr__(self) -> str:
+        return f"AgentGraph(name={self.name!r}, nodes={list(self._nodes)}, entry={self._entry!r})"
+
+
+def _describe_node(node: Any) -> str:
+    doc = getattr(node, "description", None)
+    if isinstance(doc, str):
+        return doc
+    text = getattr(node, "__doc__", None) if callable(node) and not isinstance(node, type) else None
+    if isinstance(text, str) and text.strip() and type(node).__doc__ != text:
+        return text.strip().splitlines()[0]
+    return ""
+
+
+def _unique_names(nodes: Iterable[Any]) -> list[str]:
+    names: list[str] = []
+    for index, node in enumerate(nodes, start=1):
+        base = getattr(node, "name", None)
+        if not isinstance(base, str) or not base:
+            base = callable_name(node)
+        if base == "lambda":
+            base = f"step_{index}"
+        candidate, suffix = base, 2
+        while candidate in names:
+            candidate, suffix = f"{base}_{suffix}", suffix + 1
+        names.append(candidate)
+    return names

@@ -1,0 +1,322 @@
+"""Compiled graph: an immutable, validated graph that runs — run(), arun(), astream()."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from selectgraph._errors import Diagnostic, GraphRunError, StateValidationError
+from selectgraph._sentinels import EndType
+from selectgraph.graph._adapters import FunctionAdapter
+from selectgraph.graph._edges import Edge, NodeRoutes
+from selectgraph.graph._nodes import NodeSpec
+from selectgraph.graph._policies import ErrorPolicy, LoopAction, MaxStepsAction, RetryPolicy
+from selectgraph.graph._result import GraphResult
+from selectgraph.graph._runner import Run, Sleep, blocking_sleep, new_run_id
+from selectgraph.graph._schema import StateSchema
+from selectgraph.graph._state import GraphState
+from selectgraph.observe._events import GraphEvent
+from selectgraph.observe._observer import Observer, as_listener
+from selectgraph.observe._recorder import EventRecorder, Listener
+
+if TYPE_CHECKING:
+    from selectgraph.graph._subgraph import GraphAdapter
+
+__all__ = ["CompiledGraph", "GraphInput", "GraphSettings"]
+
+T = TypeVar("T")
+
+GraphInput = GraphState | Mapping[str, Any] | str | None
+"""What a run starts from: a state, a mapping of data, a user prompt, or nothing."""
+
+_COPIERS: dict[type, Any] = {list: list, dict: dict, set: set}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GraphSettings:
+    """Run-time rules of a graph."""
+
+    max_steps: int | None = 50
+    """Nodes a run may execute; ``None`` is unlimited."""
+    on_max_steps: MaxStepsAction = MaxStepsAction.RETURN_LAST
+    """What happens at the limit."""
+    error_policy: ErrorPolicy = ErrorPolicy.ABORT
+    """Default failure policy of nodes."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """Default retry policy for ErrorPolicy.RETRY."""
+    detect_loops: bool = True
+    """Detect a node about to run on a state it has seen before."""
+    on_loop: LoopAction = LoopAction.RAISE
+    """What happens when a loop is detected."""
+    stall_threshold: int | None = 3
+    """Consecutive unchanged steps that count as a stall; ``None`` disables."""
+    goal: str = ""
+    """What the graph is for; agents and llm_decide edges are told it."""
+
+
+class CompiledGraph:
+    """A validated graph, ready to run. Build one with ``AgentGraph.compile()``."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        entry: str,
+        nodes: Mapping[str, NodeSpec],
+        routes: Mapping[str, NodeRoutes],
+        edges: Sequence[Edge],
+        schema: StateSchema,
+        settings: GraphSettings,
+        observers: Sequence[Observer | Listener] = (),
+        warnings: Sequence[Diagnostic] = (),
+        description: str = "",
+    ) -> None:
+        self.name = name
+        self.entry = entry
+        self.nodes: Mapping[str, NodeSpec] = dict(nodes)
+        self.routes: Mapping[str, NodeRoutes] = dict(routes)
+        self.edges: tuple[Edge, ...] = tuple(edges)
+        self.schema = schema
+        self.settings = settings
+        self.observers = tuple(observers)
+        self.warnings: tuple[Diagnostic, ...] = tuple(warnings)
+        """Non-fatal problems compile found."""
+        self.description = description
+        self.is_async = any(spec.adapter.is_async for spec in self.nodes.values()) or any(
+            route.is_async for route in self.routes.values()
+        )
+        """Whether running needs an event loop (some node or edge is async)."""
+        self._listeners = tuple(as_listener(o) for o in observers)
+        self.direct_calls: Mapping[str, Callable[[GraphState], Any]] = {
+            name: spec.adapter.fn
+            for name, spec in self.nodes.items()
+            if isinstance(spec.adapter, FunctionAdapter)
+            and not spec.adapter.is_async
+            and not spec.adapter.wants_context
+            and (spec.error_policy or settings.error_policy) is not ErrorPolicy.RETRY
+            and not spec.reads
+        }
+        """Nodes the runner may call directly: plain sync functions without retries."""
+
+    # ----------------------------------------------------------------- input
+    def prepare_state(self, value: GraphInput) -> GraphState:
+        """The engine-owned state a run starts from.
+
+        Raises:
+            StateValidationError: the input does not satisfy the state schema.
+        """
+        if type(value) is dict:
+            state = GraphState(data=dict(value))
+        elif value is None:
+            state = GraphState()
+        elif isinstance(value, str):
+            state = GraphState.from_prompt(value)
+        elif isinstance(value, GraphState):
+            state = value.snapshot()
+        elif isinstance(value, Mapping):
+            state = GraphState(data=dict(value))
+        else:
+            raise TypeError(
+                f"a run starts from a GraphState, a mapping of data, a prompt string or None; "
+                f"got {type(value).__name__}"
+            )
+        if self.schema.model is not None:
+            try:
+                state.data = self.schema.initial_data(state.data)
+            except StateValidationError as error:
+                error.state = state
+                raise
+        # Reducers may extend their field in place; give them containers nobody else holds.
+        data = state.data
+        for key in self.schema.reducers:
+            value_ = data.get(key)
+            copier = _COPIERS.get(type(value_))
+            if copier is not None:
+                data[key] = copier(value_)
+        return state
+
+    def start_run(
+        self,
+        input: GraphInput,
+        *,
+        run_id: str | None = None,
+        namespace: tuple[str, ...] = (),
+        listeners: Sequence[Listener] = (),
+        parent: EventRecorder | None = None,
+        sleep: Sleep = asyncio.sleep,
+        track_writes: bool = False,
+    ) -> Run:
+        """A run of this graph, ready to :meth:`~Run.execute`.
+
+        Raises:
+            StateValidationError: the input does not satisfy the state schema.
+        """
+        run_id = run_id or new_run_id()
+        if listeners:
+            listeners = (*self._listeners, *listeners)
+        recorder = EventRecorder(
+            run_id, self.name, namespace, listeners or self._listeners, parent=parent
+        )
+        return Run(
+            self,
+            self.prepare_state(input),
+            run_id=run_id,
+            recorder=recorder,
+            sleep=sleep,
+            namespace=namespace,
+            track_writes=track_writes,
+        )
+
+    # ------------------------------------------------------------------ runs
+    async def arun(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+    ) -> GraphResult:
+        """Run to a stop and return the result.
+
+        Args:
+            input: A GraphState, a mapping of data, a prompt string, or None.
+            observers: Extra observers for this run only.
+            run_id: Identifier for the run (a random one by default).
+
+        Raises:
+            GraphRunError: the run failed; ``error.state`` and ``error.result`` keep what was done.
+        """
+        return await self._execute(input, observers, run_id, asyncio.sleep)
+
+    def _execute(
+        self,
+        input: GraphInput,
+        observers: Sequence[Observer | Listener],
+        run_id: str | None,
+        sleep: Sleep,
+    ) -> Coroutine[Any, Any, GraphResult]:
+        listeners = tuple(as_listener(o) for o in observers) if observers else ()
+        run = self.start_run(input, run_id=run_id, listeners=listeners, sleep=sleep)
+        return run.execute()
+
+    def run(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+    ) -> GraphResult:
+        """Run to a stop and return the result (blocking).
+
+        A graph whose nodes and edges are all synchronous runs without an event
+        loop at all; otherwise this runs :meth:`arun` in one (on a worker thread
+        when called from inside a running loop).
+        """
+        if not self.is_async:
+            return _drive(self._execute(input, observers, run_id, blocking_sleep))
+        return _run_coroutine(self._execute(input, observers, run_id, asyncio.sleep))
+
+    async def astream(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+    ) -> AsyncIterator[GraphEvent]:
+        """Run and yield every event as it happens; the last is RunFinished (with ``.result``).
+
+        Raises:
+            GraphRunError: after yielding RunFailed, if the run failed.
+        """
+        queue: asyncio.Queue[GraphEvent | None] = asyncio.Queue()
+        listeners = (*observers, queue.put_nowait)
+        task = asyncio.ensure_future(self._execute(input, listeners, run_id, _yielding_sleep))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while True:
+                event = await queue.get()
+                if event is None:
+                    break
+                yield event
+            task.result()  # re-raise a failure after its RunFailed event was delivered
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, GraphRunError):
+                    await task
+
+    def __call__(self, state: GraphState) -> GraphState:
+        """Run on ``state`` and return the final state, so a graph is callable like a node."""
+        return self.run(state).state
+
+    def __selectgraph_node__(self, name: str) -> GraphAdapter:
+        from selectgraph.graph._subgraph import GraphAdapter
+
+        return GraphAdapter(self)
+
+    # --------------------------------------------------------- inspection
+    def to_mermaid(self, result: GraphResult | None = None) -> str:
+        """A Mermaid flowchart; with ``result``, the edges that fired are highlighted."""
+        from selectgraph.observe._mermaid import render_mermaid
+
+        return render_mermaid(self, result)
+
+    def visualize(self, format: str = "ascii", result: GraphResult | None = None) -> str:
+        """A text picture of the graph: ``"ascii"`` or ``"mermaid"``."""
+        if format == "mermaid":
+            return self.to_mermaid(result)
+        if format == "ascii":
+            from selectgraph.observe._ascii import render_ascii
+
+            return render_ascii(self, result)
+        raise ValueError(f"unknown format {format!r}; use 'ascii' or 'mermaid'")
+
+    def targets_of(self, node: str) -> list[str | EndType]:
+        """Every place ``node`` can route to, as far as compile can tell."""
+        from selectgraph.graph._compile import possible_targets
+
+        return possible_targets(self, node)
+
+    def __repr__(self) -> str:
+        return f"CompiledGraph(name={self.name!r}, entry={self.entry!r}, nodes={len(self.nodes)})"
+
+
+async def _yielding_sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends, without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError(
+        "a synchronous graph awaited something that needs an event loop; use arun()"
+    )  # pragma: no cover - every awaitable on the sync path completes immediately
+
+
+def _run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    # Called from inside a running loop (a notebook, an async app): run on a thread.
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="selectgraph-run")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]

@@ -1,0 +1,306 @@
+"""Edges: how a node says where the run goes next, and resolve_next() which picks one.
+
+A node's edges are walked in declaration order. Conditional edges (a safe
+expression or a predicate) and a router are tried first; the first that
+matches wins. An unconditional edge is the fallback and fires only when none
+matched. ``trigger`` selects edges by the node's outcome: ``"success"`` edges
+after a normal return, ``"failure"`` edges after a failure, ``"always"`` edges
+after either.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Generator, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from selectgraph._callables import is_async_callable
+from selectgraph._errors import EdgeError, RoutingError
+from selectgraph._sentinels import END, EndType
+from selectgraph.graph._directives import Directive
+from selectgraph.graph._safe_eval import Condition, MissingStateKey
+from selectgraph.graph._state import GraphState
+from selectgraph.graph._views import StateView
+
+__all__ = [
+    "Edge",
+    "EdgeKind",
+    "NodeRoutes",
+    "Trigger",
+    "aresolve_next",
+    "match_simple",
+    "resolve_next",
+]
+
+EdgeKind = Literal["static", "condition", "router"]
+"""What decides whether an edge fires.
+
+- ``"static"``: always fires (the unconditional fallback).
+- ``"condition"``: fires when its safe expression or predicate is true.
+- ``"router"``: a function returns the target.
+"""
+
+Trigger = Literal["success", "failure", "always"]
+"""Which node outcomes an edge is considered for.
+
+- ``"success"``: the node returned normally (the default).
+- ``"failure"``: the node failed after its retries (an on_failure edge).
+- ``"always"``: either.
+"""
+
+Router = Callable[[GraphState], Any]
+Predicate = Callable[[GraphState], Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Edge:
+    """One outgoing edge of a node."""
+
+    source: str
+    """The node the edge leaves."""
+    kind: EdgeKind
+    """What decides whether it fires."""
+    trigger: Trigger = "success"
+    """Which outcomes of the source it applies to."""
+    target: str | EndType | None = None
+    """Destination of static and condition edges; ``None`` for routers."""
+    condition: Condition | Predicate | None = None
+    """For ``"condition"`` edges: a parsed safe expression or a predicate on the state."""
+    router: Router | None = None
+    """For ``"router"`` edges: returns a target, a path_map key or a goto()."""
+    path_map: Mapping[Hashable, str | EndType] | None = None
+    """For routers: allowed return values and the targets they mean."""
+    label: str = ""
+    """Condition text or router name, for traces and diagrams."""
+    order: int = 0
+    """Declaration order across the whole graph."""
+
+    @property
+    def is_async(self) -> bool:
+        """Whether evaluating this edge needs an event loop."""
+        fn = self.router if self.kind == "router" else self.condition
+        if fn is None or isinstance(fn, Condition):
+            return False
+        return is_async_callable(fn)
+
+    def describe(self) -> str:
+        """A short human description, e.g. ``a -> b [score > 3]``."""
+        target = "END" if self.target is END else (self.target or "?")
+        when = "" if self.trigger == "success" else f" (on {self.trigger})"
+        if self.kind == "router":
+            return f"{self.source} -> router {self.label}{when}"
+        suffix = f" [{self.label}]" if self.label else ""
+        return f"{self.source} -> {target}{suffix}{when}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRoutes:
+    """A node's edges, compiled for resolve_next()."""
+
+    success: tuple[Edge, ...]
+    """Edges considered after success: conditionals in order, then the fallback."""
+    failure: tuple[Edge, ...]
+    """Edges considered after failure: conditionals in order, then the fallback."""
+    static_success: Edge | None
+    """The single unconditional success edge when there is nothing else to try (fast path)."""
+    is_async: bool
+    """Whether any edge needs an event loop."""
+    simple: tuple[tuple[Callable[[Mapping[str, Any]], Any], Edge], ...] | None = None
+    """When every success edge is a parsed condition or the static fallback: the
+    ``(evaluate, edge)`` pairs, evaluated straight on the data (fast path)."""
+
+    @property
+    def has_failure_route(self) -> bool:
+        """Whether a failure of the node can be routed rather than propagated."""
+        return bool(self.failure)
+
+
+def _edge_error(edge: Edge, exc: BaseException, state: GraphState) -> EdgeError:
+    if isinstance(exc, MissingStateKey):
+        problem = f"state has no key {exc.args[0]!r}"
+    else:
+        problem = f"{type(exc).__name__}: {exc}"
+    what = f"condition {edge.label!r}" if edge.kind == "condition" else f"router {edge.label!r}"
+    return EdgeError(
+        f"{what} on edge {edge.describe()} failed: {problem}", node=edge.source, state=state
+    )
+
+
+def _check_target(edge: Edge, target: Any, nodes: Mapping[str, object], how: str) -> str | EndType:
+    if target is END or (isinstance(target, str) and target in nodes):
+        checked: str | EndType = target
+        return checked
+    hint = " (did you mean selectgraph.END?)" if target in ("END", "__end__") else ""
+    raise RoutingError(
+        f"{how} on {edge.source!r} returned {target!r}, which is not a node of this graph "
+        f"or END{hint}; nodes: {', '.join(sorted(nodes))}",
+        node=edge.source,
+    )
+
+
+def _router_target(
+    edge: Edge, value: Any, nodes: Mapping[str, object]
+) -> tuple[str | EndType, Directive | None]:
+    how = f"router {edge.label!r}"
+    directive: Directive | None = None
+    if isinstance(value, Directive):
+        if value.target is None:
+            raise RoutingError(
+                f"{how} on {edge.source!r} returned update() without a target; "
+                "use goto(target, update={...})",
+                node=edge.source,
+            )
+        directive, value = value, value.target
+    path_map = edge.path_map
+    if path_map is not None and directive is None:
+        try:
+            if value in path_map:
+                value = path_map[value]
+            elif value is not END:
+                allowed = ", ".join(repr(k) for k in path_map)
+                raise RoutingError(
+                    f"{how} on {edge.source!r} returned {value!r}, which is not in its "
+                    f"path_map (allowed: {allowed})",
+                    node=edge.source,
+                )
+        except TypeError:  # unhashable return value
+            raise RoutingError(
+                f"{how} on {edge.source!r} returned unhashable {value!r}", node=edge.source
+            ) from None
+    elif path_map is not None and value is not END and value not in path_map.values():
+        raise RoutingError(
+            f"{how} on {edge.source!r} returned goto({value!r}), which is not among its "
+            f"path_map targets",
+            node=edge.source,
+        )
+    return _check_target(edge, value, nodes, how), directive
+
+
+Resolved = tuple["str | EndType", "Edge | None", "Directive | None"]
+
+
+def match_simple(source: str, routes: NodeRoutes, state: GraphState) -> Edge:
+    """The first matching edge among ``routes.simple`` (conditions, then the fallback).
+
+    Raises:
+        EdgeError: a condition failed to evaluate.
+        RoutingError: nothing matched.
+    """
+    data = state.data
+    assert routes.simple is not None
+    for evaluate, edge in routes.simple:
+        try:
+            if evaluate(data):
+                return edge
+        except Exception as exc:
+            raise _edge_error(edge, exc, state) from exc
+    return resolve_next(source, routes, True, state, {})[1]  # type: ignore[return-value]  # raises
+
+
+def _resolution(
+    source: str,
+    routes: NodeRoutes,
+    outcome_ok: bool,
+    state: GraphState,
+    nodes: Mapping[str, object],
+) -> Generator[Any, Any, Resolved]:
+    """The edge walk, as a generator that yields any awaitable a router returns.
+
+    Writing it once as a generator lets a synchronous driver (no event loop)
+    and an async driver share one implementation.
+    """
+    candidates = routes.success if outcome_ok else routes.failure
+    view: StateView | None = None
+    for edge in candidates:
+        kind = edge.kind
+        if kind == "static":
+            return edge.target, edge, None  # type: ignore[return-value]
+        try:
+            if kind == "condition":
+                condition = edge.condition
+                if type(condition) is Condition:
+                    matched = condition(state.data)
+                else:
+                    if view is None:
+                        view = StateView(state, f"condition on {source!r}", readonly=True)
+                    matched = condition(view)  # type: ignore[misc,arg-type]
+                    if inspect.isawaitable(matched):
+                        matched = yield matched
+                if matched:
+                    return edge.target, edge, None  # type: ignore[return-value]
+                continue
+            if view is None:
+                view = StateView(state, f"router on {source!r}", readonly=True)
+            value = edge.router(view)  # type: ignore[misc]
+            if inspect.isawaitable(value):
+                value = yield value
+        except (RoutingError, EdgeError):
+            raise
+        except Exception as exc:
+            raise _edge_error(edge, exc, state) from exc
+        target, directive = _router_target(edge, value, nodes)
+        return target, edge, directive
+    tried = "; ".join(edge.describe() for edge in candidates) or "none"
+    raise RoutingError(
+        f"no edge matched after node {source!r}; edges tried: {tried}. Add an unconditional "
+        f"fallback edge, e.g. add_edge({source!r}, END)",
+        node=source,
+        state=state,
+    )
+
+
+def resolve_next(
+    source: str,
+    routes: NodeRoutes,
+    outcome_ok: bool,
+    state: GraphState,
+    nodes: Mapping[str, object],
+) -> Resolved:
+    """Pick the next node after ``source`` finished (all edges synchronous).
+
+    Args:
+        source: The node that finished.
+        routes: Its compiled edges.
+        outcome_ok: True after success (or a skipped failure), False after a routed failure.
+        state: The live state, after the node's output was merged.
+        nodes: The graph's nodes, to validate targets.
+
+    Returns:
+        ``(target, edge, directive)``: the edge that fired and, for a router
+        that returned ``goto(target, update)``, the directive whose update must
+        be merged before moving on.
+
+    Raises:
+        EdgeError: a condition or router raised.
+        RoutingError: a router returned an unknown target, or no edge matched.
+    """
+    walk = _resolution(source, routes, outcome_ok, state, nodes)
+    try:
+        walk.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    walk.close()
+    raise RuntimeError(f"an edge of {source!r} is async; resolve it with aresolve_next()")
+
+
+async def aresolve_next(
+    source: str,
+    routes: NodeRoutes,
+    outcome_ok: bool,
+    state: GraphState,
+    nodes: Mapping[str, object],
+) -> Resolved:
+    """:func:`resolve_next` for nodes with async routers or predicates."""
+    walk = _resolution(source, routes, outcome_ok, state, nodes)
+    value: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            awaitable = walk.send(value) if error is None else walk.throw(error)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            value, error = await awaitable, None
+        except Exception as exc:  # raised inside the walk, where it is wrapped as EdgeError
+            value, error = None, exc

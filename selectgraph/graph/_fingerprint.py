@@ -1,0 +1,165 @@
+"""Fingerprints: hash state contents so loop and stall detection cost O(update), not O(state).
+
+Every value gets a structural fingerprint consistent with ``==``. Lists use a
+polynomial rolling hash, dicts and sets an order-free sum, so appending to a
+list or merging keys into a dict updates a fingerprint from the update alone.
+
+:class:`StateFingerprint` tracks the whole of ``data`` without ever hashing it:
+a key nobody has written yet stands for its initial value through a random
+per-run token, and the total moves only when a key changes. The price of never
+hashing the initial state is a rare false negative: a value rebuilt by a
+different route (an assignment recreating what appends produced) looks new,
+so such a loop is caught one cycle later. There are no false positives beyond
+61-bit hash collisions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+__all__ = [
+    "MOD",
+    "StateFingerprint",
+    "key_weight",
+    "dict_merge_fingerprint",
+    "fingerprint",
+    "list_drop_front_fingerprint",
+    "list_extend_fingerprint",
+    "list_replace_fingerprint",
+]
+
+MOD: Final = (1 << 61) - 1
+"""A Mersenne prime; fingerprints live in ``[0, MOD)``."""
+_BASE: Final = 1_000_003_000_000_007 % MOD
+_LIST: Final = 0x1F1F_1F1F_1F1F_1F1F % MOD
+_TUPLE: Final = 0x2E2E_2E2E_2E2E_2E2E % MOD
+_DICT: Final = 0x3D3D_3D3D_3D3D_3D3D % MOD
+_SET: Final = 0x4C4C_4C4C_4C4C_4C4C % MOD
+_NONE: Final = 0x5B5B_5B5B_5B5B_5B5B % MOD
+# Tokens for values never written only need to differ from real fingerprints,
+# so one random nonce per process will do (drawing one per run costs a syscall).
+_NONCE: Final = secrets.randbits(60)
+
+
+def _mix(a: int, b: int) -> int:
+    return hash((a, b)) % MOD
+
+
+def fingerprint(value: Any) -> int:
+    """A structural hash of ``value``: equal values get equal fingerprints."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or kind is bytes:
+        return hash(value) % MOD
+    if value is None:
+        return _NONE
+    if kind is list:
+        return (_LIST + _rolling(0, value)) % MOD
+    if kind is dict:
+        return (_DICT + _dict_sum(value)) % MOD
+    if kind is tuple:
+        return (_TUPLE + _rolling(0, value)) % MOD
+    if kind is set or kind is frozenset:
+        return (_SET + sum(fingerprint(item) for item in value)) % MOD
+    if isinstance(value, BaseModel):
+        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        return _mix(id(kind), _dict_sum(fields))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return _mix(id(kind), _dict_sum(fields))
+    if isinstance(value, list | tuple):
+        return _mix(id(kind), _rolling(0, value))
+    if isinstance(value, Mapping):
+        return _mix(id(kind), _dict_sum(value))
+    try:
+        return hash(value) % MOD
+    except TypeError:
+        # Unhashable object without structure we know: identity is all we can tell.
+        return _mix(id(kind), id(value))
+
+
+def _rolling(start: int, items: Iterable[Any]) -> int:
+    rolled = start
+    for item in items:
+        rolled = (rolled * _BASE + fingerprint(item)) % MOD
+    return rolled
+
+
+def _dict_sum(mapping: Mapping[Any, Any]) -> int:
+    return sum(_mix(fingerprint(k), fingerprint(v)) for k, v in mapping.items()) % MOD
+
+
+def list_extend_fingerprint(old: int, items: Sequence[Any]) -> int:
+    """Fingerprint of a list after ``extend(items)``, from its old fingerprint."""
+    if len(items) == 1:  # one appended item: the common step, without the loop
+        return ((old - _LIST) * _BASE + fingerprint(items[0]) + _LIST) % MOD
+    return (_LIST + _rolling((old - _LIST) % MOD, items)) % MOD
+
+
+def list_drop_front_fingerprint(old: int, dropped: Sequence[Any], length: int) -> int:
+    """Fingerprint after deleting ``dropped`` from the front of a list of ``length`` items."""
+    rolled = (old - _LIST) % MOD
+    for i, item in enumerate(dropped):
+        rolled = (rolled - fingerprint(item) * pow(_BASE, length - 1 - i, MOD)) % MOD
+    return (_LIST + rolled) % MOD
+
+
+def list_replace_fingerprint(old: int, index: int, before: Any, after: Any, length: int) -> int:
+    """Fingerprint after replacing the item at ``index`` in a list of ``length`` items."""
+    delta = (fingerprint(after) - fingerprint(before)) * pow(_BASE, length - 1 - index, MOD)
+    return (old + delta) % MOD
+
+
+def dict_merge_fingerprint(old: int, current: Mapping[Any, Any], update: Mapping[Any, Any]) -> int:
+    """Fingerprint of ``current`` after ``current.update(update)``."""
+    total = old
+    for key, value in update.items():
+        key_fp = fingerprint(key)
+        if key in current:
+            total -= _mix(key_fp, fingerprint(current[key]))
+        total += _mix(key_fp, fingerprint(value))
+    return total % MOD
+
+
+class StateFingerprint:
+    """Running fingerprint of a state's ``data``; zero means "as the run started".
+
+    The total is ``sum(weight(key) * (fp(key) - fp_at_start(key))) mod MOD``: a
+    change to one key moves it by one multiplication, whatever else the state holds.
+    """
+
+    __slots__ = ("keys", "total")
+
+    def __init__(self) -> None:
+        self.total = 0
+        """Fingerprint of the data relative to its initial contents."""
+        self.keys: dict[str, int] = {}
+        """Fingerprint of every key written so far."""
+
+    def initial(self, key: str, present: bool) -> int:
+        """The fingerprint of a key never written: a token for its initial value (or absence)."""
+        return hash((_NONCE, key, present)) % MOD
+
+    def of(self, key: str, present: bool) -> int:
+        """The current fingerprint of ``key``; ``present`` says whether it is in the data."""
+        known = self.keys.get(key)
+        return known if known is not None else self.initial(key, present)
+
+    def absent(self, key: str) -> int:
+        """The fingerprint of ``key`` being missing from the data."""
+        return self.initial(key, False)
+
+    def set(self, key: str, old: int, new: int) -> None:
+        """Record that ``key`` changed from fingerprint ``old`` to ``new``."""
+        self.keys[key] = new
+        if old != new:
+            self.total = (self.total + key_weight(key) * (new - old)) % MOD
+
+
+def key_weight(key: str) -> int:
+    """The multiplier of ``key`` in a StateFingerprint total (odd, so never zero)."""
+    return (hash(key) % MOD) | 1

@@ -1,0 +1,101 @@
+"""Policies: what the engine does on node failure, at the step limit, and on a detected loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+__all__ = [
+    "ErrorPolicy",
+    "LoopAction",
+    "MaxStepsAction",
+    "Outcome",
+    "Quality",
+    "RetryPolicy",
+    "StopReason",
+]
+
+
+class ErrorPolicy(StrEnum):
+    """What happens when a node raises (after any on_failure edge has had its chance)."""
+
+    ABORT = "abort"
+    """Stop the run and raise NodeError with the state at failure."""
+    SKIP = "skip"
+    """Record the error in ``state.errors`` and continue along the node's success edges."""
+    RETRY = "retry"
+    """Run the node again with exponential backoff (RetryPolicy), then abort."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """Executor-level retries of a function node (agent nodes retry through their judge)."""
+
+    max_retries: int = 3
+    """Retries after the first attempt."""
+    initial_delay: float = 0.1
+    """Seconds before the first retry; later waits grow exponentially."""
+    max_delay: float = 10.0
+    """Upper bound of one wait, in seconds."""
+    multiplier: float = 2.0
+    """Growth factor of the wait between retries."""
+    jitter: float = 0.1
+    """Up to this many seconds of random delay added to each wait."""
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    """Exception types worth retrying; others fail at once."""
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"RetryPolicy.max_retries must be >= 0, got {self.max_retries}")
+        if self.initial_delay < 0 or self.max_delay < 0 or self.jitter < 0:
+            raise ValueError("RetryPolicy delays must be >= 0")
+
+
+class MaxStepsAction(StrEnum):
+    """What happens when a run reaches ``max_steps`` without reaching END."""
+
+    RETURN_LAST = "return_last"
+    """Return the state as it is; the limit counts as a normal stop."""
+    THROW = "throw"
+    """Raise MaxStepsExceeded (the partial result is on the error)."""
+    RETURN_WITH_FLAG = "return_with_flag"
+    """Return the state with ``result.max_steps_reached`` set and quality "degraded"."""
+
+
+class LoopAction(StrEnum):
+    """What happens when a node is about to run again on an identical state."""
+
+    RAISE = "raise"
+    """Raise LoopDetected (the partial result is on the error)."""
+    STOP = "stop"
+    """Stop and return the result, with ``stop_reason="loop"``."""
+    WARN = "warn"
+    """Count it in ``result.loops_detected``, emit LoopDetected, and continue."""
+
+
+Outcome = Literal["success", "failure", "skipped"]
+"""How a node's step ended.
+
+- ``"success"``: the node returned and its output was merged.
+- ``"failure"``: the node failed and an on_failure edge took over.
+- ``"skipped"``: the node failed under ErrorPolicy.SKIP; the run went on.
+"""
+
+Quality = Literal["clean", "degraded", "failed"]
+"""How well a run went.
+
+- ``"clean"``: every node succeeded (retried successes count as clean).
+- ``"degraded"``: some node failed but the run reached a stop through a fallback
+  (SKIP, an on_failure edge) or was cut off by RETURN_WITH_FLAG or a loop stop.
+- ``"failed"``: the run raised.
+"""
+
+StopReason = Literal["end", "max_steps", "loop", "error"]
+"""Why a run stopped.
+
+- ``"end"``: routing reached END.
+- ``"max_steps"``: the step limit was reached.
+- ``"loop"``: loop detection stopped the run (LoopAction.STOP or RAISE).
+- ``"error"``: an error ended the run.
+"""

@@ -1,0 +1,33 @@
+"""Observability: the events a run emits, and the observers that receive them."""
+
+from __future__ import annotations
+
+from selectgraph.observe._events import (
+    EdgeFired,
+    GraphEvent,
+    GraphEventType,
+    LoopDetected,
+    NodeFinished,
+    NodeRetried,
+    NodeStarted,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    StallDetected,
+)
+from selectgraph.observe._observer import Observer
+
+__all__ = [
+    "EdgeFired",
+    "GraphEvent",
+    "GraphEventType",
+    "LoopDetected",
+    "NodeFinished",
+    "NodeRetried",
+    "NodeStarted",
+    "Observer",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "StallDetected",
+]

@@ -1,0 +1,179 @@
+"""Events: the one record of what a run did, read by the trace, astream() and observers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, ClassVar
+
+from selectgraph._sentinels import EndType
+
+if TYPE_CHECKING:
+    from selectgraph.graph._policies import Outcome, Quality, StopReason
+    from selectgraph.graph._result import GraphResult
+
+__all__ = [
+    "EdgeFired",
+    "GraphEvent",
+    "GraphEventType",
+    "LoopDetected",
+    "NodeFinished",
+    "NodeRetried",
+    "NodeStarted",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "StallDetected",
+]
+
+
+class GraphEventType(StrEnum):
+    """The kind of a :class:`GraphEvent`, for code that prefers comparing to isinstance."""
+
+    RUN_STARTED = "run_started"
+    NODE_STARTED = "node_started"
+    NODE_FINISHED = "node_finished"
+    NODE_RETRIED = "node_retried"
+    EDGE_FIRED = "edge_fired"
+    STALL_DETECTED = "stall_detected"
+    LOOP_DETECTED = "loop_detected"
+    RUN_FINISHED = "run_finished"
+    RUN_FAILED = "run_failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GraphEvent:
+    """Something that happened in a run."""
+
+    type: ClassVar[GraphEventType]
+    run_id: str
+    """The run this event belongs to."""
+    graph: str
+    """Name of the graph that emitted it (a subgraph's own name inside a subgraph)."""
+    step: int
+    """The emitting graph's step counter (0 before the first node)."""
+    timestamp: float
+    """Wall-clock time (``time.time()``)."""
+    namespace: tuple[str, ...] = ()
+    """Path of subgraph nodes from the outermost graph; empty for the top-level graph."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(GraphEvent):
+    """A run began at ``entry``."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.RUN_STARTED
+    entry: str
+    """The entry node."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeStarted(GraphEvent):
+    """A node began executing."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.NODE_STARTED
+    node: str
+    """The node's name."""
+    visit: int
+    """How many times this node has run in this run, this time included."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRetried(GraphEvent):
+    """A node attempt failed and will be retried after ``delay_s``."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.NODE_RETRIED
+    node: str
+    """The node's name."""
+    attempt: int
+    """The attempt that failed (1-based)."""
+    error: str
+    """The failure, as ``Type: message``."""
+    delay_s: float
+    """Seconds until the next attempt."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFinished(GraphEvent):
+    """A node finished, successfully or not, and its output was merged."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.NODE_FINISHED
+    node: str
+    """The node's name."""
+    visit: int
+    """Which visit of this node it was."""
+    duration_ms: float
+    """Wall time of the node, retries included."""
+    outcome: Outcome
+    """``"success"``, ``"failure"`` (an on_failure edge took over) or ``"skipped"``."""
+    attempts: int = 1
+    """Attempts made (more than 1 when retried)."""
+    error: str | None = None
+    """The failure, as ``Type: message``, when the outcome is not success."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EdgeFired(GraphEvent):
+    """Routing chose the next node."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.EDGE_FIRED
+    source: str
+    """The node routed from."""
+    target: str | EndType
+    """The node routed to, or END."""
+    kind: str
+    """``"static"``, ``"condition"``, ``"router"``, ``"goto"`` or ``"llm"``."""
+    label: str = ""
+    """The condition text, router name or decision reason."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StallDetected(GraphEvent):
+    """The state has not changed for ``unchanged_steps`` consecutive steps."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.STALL_DETECTED
+    node: str
+    """The node whose step completed the stall."""
+    unchanged_steps: int
+    """How many steps in a row left the state unchanged."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopDetected(GraphEvent):
+    """A node was about to run again on a state identical to an earlier visit."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.LOOP_DETECTED
+    node: str
+    """The node about to repeat itself."""
+    first_step: int
+    """The step at which the same node saw the same state before."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(GraphEvent):
+    """The run stopped and produced a result."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.RUN_FINISHED
+    steps: int
+    """Nodes executed."""
+    duration_ms: float
+    """Wall time of the run."""
+    quality: Quality
+    """``"clean"``, ``"degraded"`` or ``"failed"``."""
+    stop_reason: StopReason
+    """Why the run stopped."""
+    result: GraphResult | None = field(default=None, repr=False, compare=False)
+    """The run's result (set on the event a run's own stream delivers)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFailed(GraphEvent):
+    """The run raised."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.RUN_FAILED
+    error: str
+    """The failure, as ``Type: message``."""
+    category: str
+    """The error's category, e.g. ``"node_exception"``."""
+    node: str | None = None
+    """The node at fault, when known."""

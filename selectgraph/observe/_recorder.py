@@ -1,0 +1,141 @@
+"""Recorder: keep a run's events as its trace and hand each one to the run's listeners.
+
+Events are the single record of a run. When nobody listens, the recorder
+keeps each event as a compact tuple and builds the event object only when the
+trace is read, so an unobserved run does not pay for objects it never shows.
+With a listener (an observer, astream(), a tracer), every event is built at
+once and delivered in order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
+
+from selectgraph.observe._events import GraphEvent
+
+__all__ = ["EventRecorder", "Listener", "Trace"]
+
+logger = logging.getLogger("selectgraph")
+
+Listener = Callable[[GraphEvent], None]
+
+# (event class, (run_id, graph, namespace), step, timestamp, event-specific values)
+RawEvent = tuple[type[GraphEvent], tuple[str, str, tuple[str, ...]], int, float, tuple[Any, ...]]
+
+_BASE_FIELDS = frozenset(f.name for f in dataclasses.fields(GraphEvent))
+_OWN_FIELDS: dict[type[GraphEvent], tuple[str, ...]] = {}
+
+
+def _own_fields(cls: type[GraphEvent]) -> tuple[str, ...]:
+    names = _OWN_FIELDS.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in _BASE_FIELDS)
+        _OWN_FIELDS[cls] = names
+    return names
+
+
+def _build(raw: RawEvent) -> GraphEvent:
+    cls, (run_id, graph, namespace), step, timestamp, values = raw
+    own = dict(zip(_own_fields(cls), values, strict=False))
+    return cls(
+        run_id=run_id, graph=graph, namespace=namespace, step=step, timestamp=timestamp, **own
+    )
+
+
+class Trace(Sequence[GraphEvent]):
+    """The events of a run, in order; built on first access."""
+
+    __slots__ = ("_log",)
+
+    def __init__(self, log: list[Any]) -> None:
+        self._log = log
+
+    def _materialize(self) -> list[GraphEvent]:
+        log = self._log
+        for index, entry in enumerate(log):
+            if type(entry) is tuple:
+                log[index] = _build(entry)
+        return log
+
+    @overload
+    def __getitem__(self, index: int) -> GraphEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[GraphEvent]: ...
+    def __getitem__(self, index: int | slice) -> GraphEvent | list[GraphEvent]:
+        return self._materialize()[index]
+
+    def __iter__(self) -> Iterator[GraphEvent]:
+        return iter(self._materialize())
+
+    def __len__(self) -> int:
+        return len(self._log)
+
+    def __repr__(self) -> str:
+        return f"Trace({len(self._log)} events)"
+
+
+class EventRecorder:
+    """Records a run's events and delivers them to listeners; a failing listener is logged.
+
+    A subgraph's recorder writes into its parent's, so the outermost trace and
+    every listener see nested events too (with their ``namespace`` set).
+    """
+
+    __slots__ = ("_base", "_listeners", "_log", "_parent", "_wall_offset", "live")
+
+    def __init__(
+        self,
+        run_id: str,
+        graph: str,
+        namespace: tuple[str, ...] = (),
+        listeners: Sequence[Listener] = (),
+        *,
+        parent: EventRecorder | None = None,
+    ) -> None:
+        self._base = (run_id, graph, namespace)
+        self._listeners = tuple(listeners)
+        self._parent = parent
+        self._log: list[Any] = parent._log if parent is not None else []
+        self.live: bool = bool(self._listeners) or (parent is not None and parent.live)
+        """Whether events are built and delivered as they happen."""
+        # Steps already read perf_counter(); one anchor turns those readings
+        # into wall-clock timestamps without a time.time() call per event.
+        self._wall_offset = time.time() - time.perf_counter()
+
+    @property
+    def trace(self) -> Trace:
+        """The run's events (a subgraph shares its outermost graph's trace)."""
+        return Trace(self._log)
+
+    def record(self, cls: type[GraphEvent], step: int, *values: Any) -> None:
+        """Record an event of ``cls``; ``values`` are its own fields in declaration order."""
+        raw = (cls, self._base, step, time.time(), values)
+        if self.live:
+            self.emit(_build(raw))
+        else:
+            self._log.append(raw)
+
+    def record_at(self, clock: float, cls: type[GraphEvent], step: int, *values: Any) -> None:
+        """Like :meth:`record`, timestamped from a ``perf_counter()`` reading the caller took."""
+        raw = (cls, self._base, step, clock + self._wall_offset, values)
+        if self.live:
+            self.emit(_build(raw))
+        else:
+            self._log.append(raw)
+
+    def emit(self, event: GraphEvent) -> None:
+        """Record an already-built ``event`` and deliver it to every listener up the chain."""
+        self._log.append(event)
+        recorder: EventRecorder | None = self
+        while recorder is not None:
+            for listener in recorder._listeners:
+                try:
+                    listener(event)
+                except Exception:
+                    # An observer must never break the run it observes.
+                    logger.exception("selectgraph: listener %r failed on %s", listener, event.type)
+            recorder = recorder._parent

@@ -1,0 +1,562 @@
+"""Anthropic provider: the Messages API through the official SDK.
+
+How selectgraph's messages map onto the Messages API
+    System messages go, joined by blank lines, to the ``system`` parameter.
+    Assistant tool calls become ``tool_use`` blocks, and tool results become
+    ``tool_result`` blocks in a user turn; consecutive turns of one role are merged
+    into one, as the API expects. ``max_tokens`` is required by the API, so
+    requests without one use the provider's ``default_max_tokens``. Structured
+    output uses the API's native ``output_config.format`` (a JSON schema the
+    answer is constrained to), and the JSON text comes back as the content.
+    ``temperature`` has no typed parameter in this SDK, so it is sent as a raw body
+    field, like everything in ``CompletionRequest.extra``.
+
+Token counting
+    Anthropic publishes no local tokenizer, and ``Provider.count_tokens`` is a
+    synchronous, offline call, so :meth:`AnthropicProvider.count_tokens` returns an
+    estimate: about one token per four UTF-8 bytes of each field, plus OpenAI-style
+    chat framing (see :mod:`selectgraph.providers._tokens`). Use it for budgets
+    and trimming, not billing; the usage on each :class:`Completion` is the
+    server's own count.
+
+Retries are ours alone: the SDK client is built with ``max_retries=0`` and every
+attempt goes through :func:`~selectgraph.providers._retry.call_with_retries`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict, TypeVar
+
+import anthropic
+import httpx2
+from anthropic import AsyncAnthropic, AsyncStream
+
+from selectgraph._errors import ProviderError, ProviderRequestError
+from selectgraph._messages import Message, Role, ToolCall
+from selectgraph._usage import Usage
+from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk, ToolChoice
+from selectgraph.providers._errors_map import connection_error, redact, status_error
+from selectgraph.providers._pricing import cost_usd
+from selectgraph.providers._retry import ProviderRetry, call_with_retries
+from selectgraph.providers._tokens import estimate_message_tokens
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+    from types import TracebackType
+
+    from anthropic.types import (
+        ContentBlockParam,
+        MessageParam,
+        OutputConfigParam,
+        RawMessageStreamEvent,
+        TextBlockParam,
+        ToolChoiceParam,
+        ToolParam,
+        ToolResultBlockParam,
+        ToolUseBlockParam,
+    )
+    from anthropic.types import (
+        Message as AnthropicMessage,
+    )
+
+__all__ = ["AnthropicProvider"]
+
+_T = TypeVar("_T")
+
+_DEFAULT_RETRY = ProviderRetry()
+
+_FINISH_REASONS: dict[str, str] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+    "pause_turn": "pause",
+}
+
+_TOOL_CHOICES: dict[ToolChoice, ToolChoiceParam] = {
+    "auto": {"type": "auto"},
+    "required": {"type": "any"},
+    "none": {"type": "none"},
+}
+
+# An error event inside a stream arrives with the stream's HTTP 200, so its
+# ``error.type`` is mapped to the status the same failure has outside a stream.
+_STATUS_OF_ERROR_TYPE: dict[str, int] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+_log = logging.getLogger(__name__)
+
+
+class _CreateArgs(TypedDict, total=False):
+    """The arguments of one ``messages.create`` call that do not depend on streaming."""
+
+    model: str
+    max_tokens: int
+    messages: list[MessageParam]
+    system: str
+    tools: list[ToolParam]
+    tool_choice: ToolChoiceParam
+    output_config: OutputConfigParam
+    stop_sequences: list[str]
+    extra_body: dict[str, object]
+
+
+class AnthropicProvider:
+    """An LLM provider backed by Anthropic's Messages API.
+
+    Args:
+        api_key: The API key; when not given the SDK reads ``ANTHROPIC_API_KEY``
+            (or its other credential sources, such as ``ANTHROPIC_AUTH_TOKEN``).
+            A gateway that needs no key still needs some string here.
+        base_url: Root of the API, for proxies and gateways.
+        default_model: Model used when an agent does not name one.
+        default_max_tokens: ``max_tokens`` for requests that set none; the API
+            requires a value.
+        timeout: Seconds before one HTTP attempt gives up (and is retried).
+        retry: How transient failures are retried.
+        client: A ready-made SDK client to use instead of building one; it is used
+            with ``max_retries=0`` and is not closed by :meth:`aclose`.
+        sleep: Awaitable sleep between retries, replaceable in tests.
+
+    Raises:
+        ProviderRequestError: no API key or other credential was given or found, or
+            a configured credentials profile could not be loaded.
+    """
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        default_model: str = "claude-haiku-4-5",
+        default_max_tokens: int = 4096,
+        timeout: float = 60.0,
+        retry: ProviderRetry = _DEFAULT_RETRY,
+        client: AsyncAnthropic | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.default_model = default_model
+        """Model used when a request does not name one."""
+        self.default_max_tokens = default_max_tokens
+        """``max_tokens`` sent when a request sets none."""
+        self._retry = retry
+        self._sleep = sleep
+        if client is not None:
+            self._client = client.with_options(max_retries=0)
+            self._owns_client = False
+        else:
+            try:
+                self._client = AsyncAnthropic(
+                    api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+                )
+            except anthropic.AnthropicError as exc:
+                # A credentials profile that is configured but broken (missing file,
+                # bad JSON) surfaces here, before any request.
+                message = f"anthropic: cannot load credentials: {exc}"
+                secrets = (api_key,) if api_key else ()
+                raise ProviderRequestError(redact(message, secrets), provider=self.name) from None
+            self._owns_client = True
+            # Without credentials the SDK fails each request with a bare TypeError;
+            # say so once, here, in terms of what to set.
+            if not (self._client.api_key or self._client.auth_token or self._client.credentials):
+                raise ProviderRequestError(
+                    "anthropic: no API key; pass api_key= or set ANTHROPIC_API_KEY",
+                    provider=self.name,
+                )
+        self._secrets = tuple(
+            s for s in (api_key, self._client.api_key, self._client.auth_token) if s
+        )
+
+    def __repr__(self) -> str:
+        base_url = redact(str(self._client.base_url), self._secrets)
+        return f"AnthropicProvider(base_url={base_url!r}, default_model={self.default_model!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the client this provider built."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> AnthropicProvider:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def count_tokens(self, messages: Sequence[Message], model: str | None = None) -> int:
+        """An estimate of the prompt tokens of ``messages`` (no local Claude tokenizer exists)."""
+        return estimate_message_tokens(messages)
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """Run one Messages API call, retrying transient failures.
+
+        Raises:
+            ProviderRetryableError: a transient failure survived every retry.
+            ProviderRequestError: the request cannot succeed as sent.
+        """
+        started = time.perf_counter()
+        model = request.model or self.default_model
+        args = self._create_args(request, model)
+
+        async def attempt() -> AnthropicMessage:
+            try:
+                return await self._client.messages.create(**args)
+            except (anthropic.AnthropicError, httpx2.TransportError) as exc:
+                # ``from None``: the SDK's exception quotes the server's reply, which
+                # may echo the key back; our error carries everything else it said.
+                raise self._error(exc, model) from None
+
+        response = await self._with_retries(attempt)
+        assembler = _Assembler(model=response.model or model)
+        assembler.take_message(response)
+        return assembler.completion(latency_ms=_elapsed_ms(started))
+
+    async def stream(self, request: CompletionRequest) -> AsyncGenerator[StreamChunk, None]:
+        """Run one Messages API call as a stream; the last chunk carries the completion.
+
+        Failures before the first text arrives (including an ``overloaded_error``
+        event at the start of the stream) are retried like :meth:`complete`; once
+        text has been yielded, a failure is raised at once.
+
+        Raises:
+            ProviderRetryableError: a transient failure survived every retry, or
+                the stream broke after text was yielded.
+            ProviderRequestError: the request cannot succeed as sent.
+        """
+        started = time.perf_counter()
+        model = request.model or self.default_model
+        args = self._create_args(request, model)
+
+        async def attempt() -> _OpenStream:
+            try:
+                events = await self._client.messages.create(**args, stream=True)
+            except (anthropic.AnthropicError, httpx2.TransportError) as exc:
+                raise self._error(exc, model) from None
+            opened = _OpenStream(events=events, assembler=_Assembler(model=model))
+            try:
+                await self._read_until_text(opened, model)
+            except BaseException:
+                await events.close()
+                raise
+            return opened
+
+        opened = await self._with_retries(attempt)
+        try:
+            while opened.first_text:
+                yield StreamChunk(delta=opened.first_text)
+                opened.first_text = ""
+                if not opened.finished:
+                    await self._read_until_text(opened, model)
+        finally:
+            await opened.events.close()
+        yield StreamChunk(completion=opened.assembler.completion(latency_ms=_elapsed_ms(started)))
+
+    async def _read_until_text(self, opened: _OpenStream, model: str) -> None:
+        """Read events until one carries text (kept in ``first_text``) or the stream ends."""
+        while True:
+            try:
+                event = await opened.events.__anext__()
+            except StopAsyncIteration:
+                opened.finished = True
+                return
+            except (anthropic.AnthropicError, httpx2.TransportError) as exc:
+                raise self._error(exc, model) from None
+            text = opened.assembler.take_event(event)
+            if text:
+                opened.first_text = text
+                return
+
+    async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        return await call_with_retries(
+            attempt, self._retry, sleep=self._sleep, on_retry=self._log_retry
+        )
+
+    def _log_retry(self, error: ProviderError, attempt: int, delay: float) -> None:
+        _log.warning(
+            "%s; retrying in %.2f s (attempt %d of %d)",
+            error,
+            delay,
+            attempt + 1,
+            self._retry.max_attempts,
+        )
+
+    def _create_args(self, request: CompletionRequest, model: str) -> _CreateArgs:
+        system, messages = _split_system(request.messages)
+        args: _CreateArgs = {
+            "model": model,
+            "max_tokens": (
+                request.max_tokens if request.max_tokens is not None else self.default_max_tokens
+            ),
+            "messages": messages,
+        }
+        if system:
+            args["system"] = system
+        if request.tools:
+            args["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+            if request.tool_choice is not None:
+                args["tool_choice"] = _TOOL_CHOICES[request.tool_choice]
+        extra: dict[str, object] = dict(request.extra)
+        if request.response_format is not None:
+            output_config: OutputConfigParam = {
+                "format": {"type": "json_schema", "schema": request.response_format.json_schema}
+            }
+            # A caller's own output_config (e.g. effort) is kept alongside the format;
+            # as a raw body field it would replace ours wholesale.
+            given = extra.pop("output_config", None)
+            if isinstance(given, dict):
+                output_config = {**given, **output_config}
+            args["output_config"] = output_config
+        if request.temperature is not None:
+            extra.setdefault("temperature", request.temperature)
+        if request.stop:
+            args["stop_sequences"] = list(request.stop)
+        if extra:
+            args["extra_body"] = extra
+        return args
+
+    def _error(self, exc: Exception, model: str) -> ProviderError:
+        if isinstance(exc, anthropic.APIStatusError):
+            status = exc.status_code
+            if status < 400:
+                status = _STATUS_OF_ERROR_TYPE.get(str(exc.type), 500)
+            return status_error(
+                provider=self.name,
+                status=status,
+                model=model,
+                server_message=exc.api_message or _body_text(exc.body),
+                headers=exc.response.headers,
+                request_id=exc.request_id,
+                secrets=self._secrets,
+            )
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = exc.__cause__
+            reason = f"{type(cause).__name__}: {cause}" if cause is not None else ""
+            return connection_error(
+                provider=self.name,
+                model=model,
+                reason=reason,
+                timed_out=isinstance(exc, anthropic.APITimeoutError),
+                secrets=self._secrets,
+            )
+        if isinstance(exc, httpx2.TransportError):
+            # The SDK does not wrap transport failures raised while reading a stream.
+            return connection_error(
+                provider=self.name,
+                model=model,
+                reason=f"{type(exc).__name__}: {exc}",
+                timed_out=isinstance(exc, httpx2.TimeoutException),
+                secrets=self._secrets,
+            )
+        message = f"anthropic: request for model {model!r} failed: {type(exc).__name__}: {exc}"
+        return ProviderRequestError(redact(message, self._secrets), provider=self.name)
+
+
+@dataclass(slots=True)
+class _PendingToolCall:
+    """A tool call being assembled from stream events."""
+
+    id: str
+    name: str
+    input_json: list[str] = field(default_factory=list)
+    input: dict[str, object] | None = None
+
+
+@dataclass(slots=True)
+class _Assembler:
+    """Collects a message's text, tool calls, stop reason and usage."""
+
+    model: str
+    text: list[str] = field(default_factory=list)
+    tool_calls: dict[int, _PendingToolCall] = field(default_factory=dict)
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def take_message(self, message: AnthropicMessage) -> None:
+        """Take a whole message, or the empty one that opens a stream."""
+        if message.model:
+            self.model = message.model
+        for index, block in enumerate(message.content):
+            if block.type == "text":
+                self.text.append(block.text)
+            elif block.type == "tool_use":
+                self.tool_calls[index] = _PendingToolCall(
+                    id=block.id, name=block.name, input=dict(block.input)
+                )
+        self.stop_reason = message.stop_reason
+        usage = message.usage
+        self.input_tokens = (
+            usage.input_tokens
+            + (usage.cache_creation_input_tokens or 0)
+            + (usage.cache_read_input_tokens or 0)
+        )
+        self.output_tokens = usage.output_tokens
+
+    def take_event(self, event: RawMessageStreamEvent) -> str:
+        """Take one stream event; returns the text it adds."""
+        if event.type == "message_start":
+            self.take_message(event.message)
+        elif event.type == "content_block_start":
+            block = event.content_block
+            if block.type == "text" and block.text:
+                self.text.append(block.text)
+                return block.text
+            if block.type == "tool_use":
+                self.tool_calls[event.index] = _PendingToolCall(id=block.id, name=block.name)
+        elif event.type == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta" and delta.text:
+                self.text.append(delta.text)
+                return delta.text
+            if delta.type == "input_json_delta" and event.index in self.tool_calls:
+                self.tool_calls[event.index].input_json.append(delta.partial_json)
+        elif event.type == "message_delta":
+            if event.delta.stop_reason is not None:
+                self.stop_reason = event.delta.stop_reason
+            usage = event.usage
+            # message_delta counts are cumulative, so they replace message_start's.
+            self.output_tokens = usage.output_tokens
+            if usage.input_tokens is not None:
+                self.input_tokens = (
+                    usage.input_tokens
+                    + (usage.cache_creation_input_tokens or 0)
+                    + (usage.cache_read_input_tokens or 0)
+                )
+        return ""
+
+    def completion(self, *, latency_ms: float) -> Completion:
+        """The finished completion, with usage priced for the model that answered."""
+        text = "".join(self.text)
+        calls = tuple(_tool_call(p) for _, p in sorted(self.tool_calls.items()))
+        stop = self.stop_reason
+        return Completion(
+            message=Message.assistant(text if text or not calls else None, tool_calls=calls),
+            usage=Usage(
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                cost_usd=cost_usd(self.model, self.input_tokens, self.output_tokens),
+                calls=1,
+            ),
+            model=self.model,
+            finish_reason=_FINISH_REASONS.get(stop, stop) if stop is not None else None,
+            latency_ms=latency_ms,
+        )
+
+
+@dataclass(slots=True)
+class _OpenStream:
+    """A stream that has been opened, read up to its first text (or its end)."""
+
+    events: AsyncStream[RawMessageStreamEvent]
+    assembler: _Assembler
+    first_text: str = ""
+    finished: bool = False
+
+
+def _split_system(messages: Sequence[Message]) -> tuple[str, list[MessageParam]]:
+    """The system prompt, and the other messages as API turns with same-role runs merged."""
+    system: list[str] = []
+    turns: list[tuple[str, list[ContentBlockParam]]] = []
+    for index, message in enumerate(messages):
+        if message.role is Role.SYSTEM:
+            system.append(message.text)
+            continue
+        role = "assistant" if message.role is Role.ASSISTANT else "user"
+        blocks = _blocks(message, index)
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    return "\n\n".join(s for s in system if s), [_turn(role, blocks) for role, blocks in turns]
+
+
+def _blocks(message: Message, index: int) -> list[ContentBlockParam]:
+    if message.role is Role.TOOL:
+        if message.tool_call_id is None:
+            raise ProviderRequestError(
+                f"anthropic: message {index} is a tool result without tool_call_id; "
+                "set it to the id of the tool call it answers",
+                provider=AnthropicProvider.name,
+            )
+        result: ToolResultBlockParam = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id,
+            "content": message.text,
+        }
+        if message.is_error:
+            result["is_error"] = True
+        return [result]
+    blocks: list[ContentBlockParam] = []
+    # The API rejects empty text blocks, so an assistant turn that only calls
+    # tools carries no text block at all.
+    if message.text or not message.tool_calls:
+        text: TextBlockParam = {"type": "text", "text": message.text}
+        blocks.append(text)
+    for call in message.tool_calls:
+        use: ToolUseBlockParam = {
+            "type": "tool_use",
+            "id": call.id,
+            "name": call.name,
+            "input": dict(call.arguments),
+        }
+        blocks.append(use)
+    return blocks
+
+
+def _turn(role: str, blocks: list[ContentBlockParam]) -> MessageParam:
+    # A turn of plain text is sent as a string, the API's shorthand for one text block.
+    content: str | list[ContentBlockParam] = blocks
+    if len(blocks) == 1 and blocks[0]["type"] == "text":
+        content = str(blocks[0]["text"])
+    if role == "assistant":
+        return {"role": "assistant", "content": content}
+    return {"role": "user", "content": content}
+
+
+def _tool_call(pending: _PendingToolCall) -> ToolCall:
+    """A finished tool call; input JSON that does not parse is kept raw."""
+    if pending.input is not None:
+        return ToolCall(id=pending.id, name=pending.name, arguments=pending.input)
+    raw = "".join(pending.input_json)
+    try:
+        parsed: object = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return ToolCall(id=pending.id, name=pending.name, arguments=parsed)
+    return ToolCall(id=pending.id, name=pending.name, raw_arguments=raw)
+
+
+def _body_text(body: object) -> str | None:
+    """A non-JSON error body (e.g. a proxy's error page) as text."""
+    return body if isinstance(body, str) else None
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0

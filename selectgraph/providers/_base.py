@@ -1,0 +1,129 @@
+"""Provider protocol: what an LLM backend must do for agents and llm_decide edges."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from selectgraph._messages import Message
+from selectgraph._usage import Usage
+
+__all__ = [
+    "Completion",
+    "CompletionRequest",
+    "Provider",
+    "ResponseFormat",
+    "StreamChunk",
+    "ToolSpec",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """A tool as a model sees it: a name, what it does, and its JSON schema."""
+
+    name: str
+    """Unique within one request."""
+    description: str
+    """What the tool does; the model reads this to decide when to call it."""
+    parameters: dict[str, Any]
+    """JSON schema (an ``object`` schema) of the tool's arguments."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseFormat:
+    """Ask the model for JSON that matches a schema (structured output)."""
+
+    name: str
+    """A short identifier for the schema, e.g. the Pydantic model's name."""
+    json_schema: dict[str, Any]
+    """The JSON schema the answer must satisfy."""
+    strict: bool = True
+    """Ask the provider to enforce the schema where it can."""
+
+
+ToolChoice = Literal["auto", "required", "none"]
+"""Whether the model may, must, or must not call a tool.
+
+- ``"auto"``: the model decides.
+- ``"required"``: the model must call some tool.
+- ``"none"``: the model must answer in text.
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompletionRequest:
+    """Everything a provider needs for one model call."""
+
+    model: str
+    """Model name as the provider knows it."""
+    messages: tuple[Message, ...]
+    """The conversation, system messages included."""
+    tools: tuple[ToolSpec, ...] = ()
+    """Tools the model may call."""
+    tool_choice: ToolChoice | None = None
+    """Tool-calling mode; ``None`` leaves it to the provider's default."""
+    response_format: ResponseFormat | None = None
+    """Structured-output schema, when the caller wants JSON back."""
+    temperature: float | None = None
+    """Sampling temperature; ``None`` uses the model default."""
+    max_tokens: int | None = None
+    """Upper bound on generated tokens; ``None`` uses the provider default."""
+    stop: tuple[str, ...] = ()
+    """Stop sequences."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Provider-specific request fields passed through unchanged."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """A model's finished answer."""
+
+    message: Message
+    """The assistant message, with ``tool_calls`` when the model asked for tools."""
+    usage: Usage
+    """Tokens used and their estimated cost."""
+    model: str
+    """The model that answered (as reported by the provider)."""
+    finish_reason: str | None = None
+    """Why generation stopped: ``"stop"``, ``"tool_calls"``, ``"length"``, ..."""
+    latency_ms: float = 0.0
+    """Wall time of the call, retries included."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamChunk:
+    """A piece of a streamed answer; the last chunk carries the whole completion."""
+
+    delta: str = ""
+    """Text generated since the previous chunk."""
+    completion: Completion | None = None
+    """Set on the final chunk only: the assembled answer with usage."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """An LLM backend: complete, stream, and count tokens."""
+
+    name: str
+    """Short provider name used in errors, traces and usage, e.g. ``"openai"``."""
+    default_model: str
+    """Model used when an agent does not name one."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """Run one model call and return the finished answer.
+
+        Raises:
+            ProviderRetryableError: a transient failure survived every retry.
+            ProviderRequestError: the request cannot succeed as sent.
+        """
+        ...
+
+    def stream(self, request: CompletionRequest) -> AsyncIterator[StreamChunk]:
+        """Run one model call, yielding text as it arrives; the last chunk has the completion."""
+        ...
+
+    def count_tokens(self, messages: Sequence[Message], model: str | None = None) -> int:
+        """Count the prompt tokens ``messages`` would use (exact where the encoding is known)."""
+        ...

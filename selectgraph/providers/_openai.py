@@ -1,0 +1,542 @@
+"""OpenAI provider: Chat Completions through the official SDK, for OpenAI and compatible servers.
+
+``base_url`` points the provider at any server that speaks the Chat Completions
+wire format (vLLM, Ollama, LM Studio, llama.cpp's server, gateways). Retries are
+ours alone: the SDK client is built with ``max_retries=0`` and every attempt goes
+through :func:`~selectgraph.providers._retry.call_with_retries`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, TypedDict, TypeVar
+
+import openai
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionChunk,
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionMessageFunctionToolCallParam,
+    ChatCompletionMessageParam,
+    ChatCompletionStreamOptionsParam,
+    ChatCompletionSystemMessageParam,
+    ChatCompletionToolChoiceOptionParam,
+    ChatCompletionToolUnionParam,
+    ChatCompletionUserMessageParam,
+)
+
+from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
+from selectgraph._messages import Message, Role, ToolCall
+from selectgraph._usage import Usage
+from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk
+from selectgraph.providers._errors_map import connection_error, redact, status_error
+from selectgraph.providers._pricing import cost_usd
+from selectgraph.providers._retry import ProviderRetry, call_with_retries
+from selectgraph.providers._tokens import count_message_tokens, count_text_tokens
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+    from types import TracebackType
+
+    from openai.types import CompletionUsage
+    from openai.types.shared_params import ResponseFormatJSONSchema
+
+__all__ = ["MaxTokensField", "OpenAIProvider"]
+
+MaxTokensField = Literal["auto", "max_completion_tokens", "max_tokens"]
+"""Which request field carries ``CompletionRequest.max_tokens``.
+
+- ``"max_completion_tokens"``: OpenAI's current field; the only one o-series models accept.
+- ``"max_tokens"``: the older field, which compatible servers (vLLM, Ollama, ...) all accept.
+- ``"auto"``: ``max_completion_tokens`` for OpenAI's own API (``*api.openai.com``),
+  ``max_tokens`` for any other server.
+"""
+
+_T = TypeVar("_T")
+
+_DEFAULT_RETRY = ProviderRetry()
+
+# Chat Completions accepts a participant ``name`` only in this shape; node names
+# with spaces or dots would make the whole request fail, so those are not sent.
+_NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+# Compatible servers that need no key still get an Authorization header, because
+# the SDK refuses to build a client without one.
+_PLACEHOLDER_KEY = "not-needed"
+
+_FINISH_REASONS: dict[str, str] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+_log = logging.getLogger(__name__)
+
+
+class _CreateArgs(TypedDict, total=False):
+    """The arguments of one ``chat.completions.create`` call that do not depend on streaming."""
+
+    model: str
+    messages: list[ChatCompletionMessageParam]
+    tools: list[ChatCompletionToolUnionParam]
+    tool_choice: ChatCompletionToolChoiceOptionParam
+    response_format: ResponseFormatJSONSchema
+    temperature: float
+    max_tokens: int
+    max_completion_tokens: int
+    stop: list[str]
+    extra_body: dict[str, object]
+
+
+class OpenAIProvider:
+    """An LLM provider backed by OpenAI's Chat Completions API (or a compatible server).
+
+    Args:
+        api_key: The API key; read from ``OPENAI_API_KEY`` when not given. Optional
+            when ``base_url`` points at a server that needs none.
+        base_url: Root of a compatible API, e.g. ``"http://localhost:8000/v1"`` for
+            vLLM or ``"http://localhost:11434/v1"`` for Ollama.
+        default_model: Model used when an agent does not name one.
+        timeout: Seconds before one HTTP attempt gives up (and is retried).
+        retry: How transient failures are retried.
+        client: A ready-made SDK client to use instead of building one; it is used
+            with ``max_retries=0`` and is not closed by :meth:`aclose`.
+        sleep: Awaitable sleep between retries, replaceable in tests.
+        max_tokens_field: Which request field carries ``max_tokens``.
+
+    Raises:
+        ProviderRequestError: no API key was given or found and no ``base_url`` is set.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        default_model: str = "gpt-4o-mini",
+        timeout: float = 60.0,
+        retry: ProviderRetry = _DEFAULT_RETRY,
+        client: AsyncOpenAI | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_tokens_field: MaxTokensField = "auto",
+    ) -> None:
+        self.default_model = default_model
+        """Model used when a request does not name one."""
+        self._retry = retry
+        self._sleep = sleep
+        if client is not None:
+            self._client = client.with_options(max_retries=0)
+            self._owns_client = False
+        else:
+            key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+            if not key:
+                if base_url is None:
+                    raise ProviderRequestError(
+                        "openai: no API key; pass api_key= or set OPENAI_API_KEY "
+                        "(a base_url server that needs no key needs neither)",
+                        provider=self.name,
+                    )
+                key = _PLACEHOLDER_KEY
+            self._client = AsyncOpenAI(
+                api_key=key, base_url=base_url, timeout=timeout, max_retries=0
+            )
+            self._owns_client = True
+        self._secrets = tuple(s for s in (api_key, self._client.api_key) if s)
+        if max_tokens_field == "auto":
+            official = self._client.base_url.host.endswith("api.openai.com")
+            max_tokens_field = "max_completion_tokens" if official else "max_tokens"
+        self._max_tokens_field: MaxTokensField = max_tokens_field
+
+    def __repr__(self) -> str:
+        base_url = redact(str(self._client.base_url), self._secrets)
+        return f"OpenAIProvider(base_url={base_url!r}, default_model={self.default_model!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the client this provider built."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> OpenAIProvider:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def count_tokens(self, messages: Sequence[Message], model: str | None = None) -> int:
+        """Prompt tokens of ``messages``: exact for OpenAI models once tiktoken's encoding loads.
+
+        See :mod:`selectgraph.providers._tokens` for what happens offline.
+        """
+        return count_message_tokens(messages, model or self.default_model)
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """Run one chat completion, retrying transient failures.
+
+        Raises:
+            ProviderRetryableError: a transient failure survived every retry.
+            ProviderRequestError: the request cannot succeed as sent.
+        """
+        started = time.perf_counter()
+        model = request.model or self.default_model
+        args = self._create_args(request, model)
+
+        async def attempt() -> ChatCompletion:
+            try:
+                return await self._client.chat.completions.create(**args)
+            except openai.OpenAIError as exc:
+                # ``from None``: the SDK's exception quotes the server's reply, which
+                # may echo the key back; our error carries everything else it said.
+                raise self._error(exc, model) from None
+
+        response = await self._with_retries(attempt)
+        assembler = _Assembler(model=response.model or model)
+        assembler.take_completion(response)
+        return assembler.completion(request, latency_ms=_elapsed_ms(started))
+
+    async def stream(self, request: CompletionRequest) -> AsyncGenerator[StreamChunk, None]:
+        """Run one chat completion as a stream; the last chunk carries the completion.
+
+        Failures before the first text arrives are retried like :meth:`complete`;
+        once text has been yielded, a failure is raised at once, since a retry
+        would repeat text the caller already has.
+
+        Raises:
+            ProviderRetryableError: a transient failure survived every retry, or
+                the stream broke after text was yielded.
+            ProviderRequestError: the request cannot succeed as sent.
+        """
+        started = time.perf_counter()
+        model = request.model or self.default_model
+        args = self._create_args(request, model)
+        include_usage: ChatCompletionStreamOptionsParam = {"include_usage": True}
+
+        async def attempt() -> _OpenStream:
+            try:
+                chunks = await self._client.chat.completions.create(
+                    **args, stream=True, stream_options=include_usage
+                )
+            except openai.OpenAIError as exc:
+                raise self._error(exc, model) from None
+            opened = _OpenStream(chunks=chunks, assembler=_Assembler(model=model))
+            try:
+                await self._read_until_text(opened, model)
+            except BaseException:
+                await chunks.close()
+                raise
+            return opened
+
+        opened = await self._with_retries(attempt)
+        try:
+            while opened.first_text:
+                yield StreamChunk(delta=opened.first_text)
+                opened.first_text = ""
+                if not opened.finished:
+                    await self._read_until_text(opened, model)
+        finally:
+            await opened.chunks.close()
+        completion = opened.assembler.completion(request, latency_ms=_elapsed_ms(started))
+        yield StreamChunk(completion=completion)
+
+    async def _read_until_text(self, opened: _OpenStream, model: str) -> None:
+        """Read chunks until one carries text (kept in ``first_text``) or the stream ends."""
+        while True:
+            try:
+                chunk = await opened.chunks.__anext__()
+            except StopAsyncIteration:
+                opened.finished = True
+                return
+            except openai.OpenAIError as exc:
+                raise self._error(exc, model) from None
+            text = opened.assembler.take_chunk(chunk)
+            if text:
+                opened.first_text = text
+                return
+
+    async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        return await call_with_retries(
+            attempt, self._retry, sleep=self._sleep, on_retry=self._log_retry
+        )
+
+    def _log_retry(self, error: ProviderError, attempt: int, delay: float) -> None:
+        _log.warning(
+            "%s; retrying in %.2f s (attempt %d of %d)",
+            error,
+            delay,
+            attempt + 1,
+            self._retry.max_attempts,
+        )
+
+    def _create_args(self, request: CompletionRequest, model: str) -> _CreateArgs:
+        args: _CreateArgs = {
+            "model": model,
+            "messages": [_message_param(m, i) for i, m in enumerate(request.messages)],
+        }
+        if request.tools:
+            args["tools"] = [
+                _tool_param(t.name, t.description, t.parameters) for t in request.tools
+            ]
+            if request.tool_choice is not None:
+                args["tool_choice"] = request.tool_choice
+        if request.response_format is not None:
+            args["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": request.response_format.name,
+                    "schema": request.response_format.json_schema,
+                    "strict": request.response_format.strict,
+                },
+            }
+        if request.temperature is not None:
+            args["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            if self._max_tokens_field == "max_tokens":
+                args["max_tokens"] = request.max_tokens
+            else:
+                args["max_completion_tokens"] = request.max_tokens
+        if request.stop:
+            args["stop"] = list(request.stop)
+        if request.extra:
+            args["extra_body"] = dict(request.extra)
+        return args
+
+    def _error(self, exc: openai.OpenAIError, model: str) -> ProviderError:
+        if isinstance(exc, openai.APIStatusError):
+            return status_error(
+                provider=self.name,
+                status=exc.status_code,
+                model=model,
+                server_message=_server_message(exc.body),
+                headers=exc.response.headers,
+                request_id=exc.request_id,
+                secrets=self._secrets,
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            reason = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+            return connection_error(
+                provider=self.name,
+                model=model,
+                reason=reason,
+                timed_out=isinstance(exc, openai.APITimeoutError),
+                secrets=self._secrets,
+            )
+        if isinstance(exc, openai.APIResponseValidationError):
+            message = f"openai: the reply for model {model!r} did not match the API schema"
+            return ProviderRequestError(redact(message, self._secrets), provider=self.name)
+        if isinstance(exc, openai.APIError):
+            # An error event inside an event stream: the server failed mid-answer.
+            message = f"openai: the stream for model {model!r} reported an error: {exc.message}"
+            return ProviderRetryableError(redact(message, self._secrets), provider=self.name)
+        message = f"openai: request for model {model!r} failed: {type(exc).__name__}: {exc}"
+        return ProviderRequestError(redact(message, self._secrets), provider=self.name)
+
+
+@dataclass(slots=True)
+class _PendingToolCall:
+    """A tool call being assembled from stream deltas."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Assembler:
+    """Collects a completion's text, tool calls, finish reason and usage."""
+
+    model: str
+    text: list[str] = field(default_factory=list)
+    tool_calls: dict[int, _PendingToolCall] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: CompletionUsage | None = None
+    refused: bool = False
+
+    def take_completion(self, response: ChatCompletion) -> None:
+        """Take a whole (non-streamed) response."""
+        self.usage = response.usage
+        if not response.choices:
+            return
+        choice = response.choices[0]
+        self.finish_reason = choice.finish_reason
+        message = choice.message
+        if message.content:
+            self.text.append(message.content)
+        elif message.refusal:
+            self.text.append(message.refusal)
+            self.refused = True
+        for index, call in enumerate(message.tool_calls or ()):
+            if isinstance(call, ChatCompletionMessageFunctionToolCall):
+                self.tool_calls[index] = _PendingToolCall(
+                    id=call.id, name=call.function.name, arguments=[call.function.arguments]
+                )
+
+    def take_chunk(self, chunk: ChatCompletionChunk) -> str:
+        """Take one stream chunk; returns the text it adds."""
+        if chunk.model:
+            self.model = chunk.model
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        added = ""
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta.content:
+                added += delta.content
+            elif delta.refusal:
+                added += delta.refusal
+                self.refused = True
+            for call in delta.tool_calls or ():
+                pending = self.tool_calls.setdefault(call.index, _PendingToolCall())
+                if call.id:
+                    pending.id = call.id
+                if call.function is not None:
+                    # Names arrive whole (some servers repeat them in every delta);
+                    # arguments arrive in pieces.
+                    if call.function.name:
+                        pending.name = call.function.name
+                    if call.function.arguments:
+                        pending.arguments.append(call.function.arguments)
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+        if added:
+            self.text.append(added)
+        return added
+
+    def completion(self, request: CompletionRequest, *, latency_ms: float) -> Completion:
+        """The finished completion, with usage priced for the model that answered."""
+        text = "".join(self.text)
+        calls = tuple(
+            _tool_call(p.id, p.name, "".join(p.arguments))
+            for _, p in sorted(self.tool_calls.items())
+        )
+        if self.usage is not None:
+            input_tokens = self.usage.prompt_tokens
+            output_tokens = self.usage.completion_tokens
+        else:
+            # Some compatible servers report no usage; budgets still need a number.
+            input_tokens = count_message_tokens(request.messages, self.model)
+            output_tokens = count_text_tokens(
+                text + "".join("".join(p.arguments) for p in self.tool_calls.values()), self.model
+            )
+        finish = self.finish_reason
+        return Completion(
+            message=Message.assistant(
+                text if text or not calls else None,
+                tool_calls=calls,
+                metadata={"refusal": True} if self.refused else {},
+            ),
+            usage=Usage(
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=cost_usd(self.model, input_tokens, output_tokens),
+                calls=1,
+            ),
+            model=self.model,
+            finish_reason=_FINISH_REASONS.get(finish, finish) if finish is not None else None,
+            latency_ms=latency_ms,
+        )
+
+
+@dataclass(slots=True)
+class _OpenStream:
+    """A stream that has been opened, read up to its first text (or its end)."""
+
+    chunks: AsyncStream[ChatCompletionChunk]
+    assembler: _Assembler
+    first_text: str = ""
+    finished: bool = False
+
+
+def _message_param(message: Message, index: int) -> ChatCompletionMessageParam:
+    name = message.name if message.name and _NAME_PATTERN.fullmatch(message.name) else None
+    if message.role is Role.SYSTEM:
+        system: ChatCompletionSystemMessageParam = {"role": "system", "content": message.text}
+        if name:
+            system["name"] = name
+        return system
+    if message.role is Role.USER:
+        user: ChatCompletionUserMessageParam = {"role": "user", "content": message.text}
+        if name:
+            user["name"] = name
+        return user
+    if message.role is Role.ASSISTANT:
+        assistant: ChatCompletionAssistantMessageParam = {"role": "assistant"}
+        if message.content is not None or not message.tool_calls:
+            assistant["content"] = message.text
+        if message.tool_calls:
+            assistant["tool_calls"] = [_tool_call_param(c) for c in message.tool_calls]
+        if name:
+            assistant["name"] = name
+        return assistant
+    if message.tool_call_id is None:
+        raise ProviderRequestError(
+            f"openai: message {index} is a tool result without tool_call_id; "
+            "set it to the id of the tool call it answers",
+            provider=OpenAIProvider.name,
+        )
+    return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+
+
+def _tool_call_param(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
+    arguments = call.raw_arguments
+    if arguments is None:
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
+
+def _tool_param(
+    name: str, description: str, parameters: dict[str, object]
+) -> ChatCompletionFunctionToolParam:
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
+    """A tool call whose arguments are ``raw`` JSON; kept raw when they do not parse."""
+    try:
+        parsed: object = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return ToolCall(id=call_id, name=name, arguments=parsed)
+    return ToolCall(id=call_id, name=name, raw_arguments=raw)
+
+
+def _server_message(body: object) -> str | None:
+    """What an OpenAI-style error body says went wrong (``error.message``)."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        return message if isinstance(message, str) else None
+    if isinstance(body, str):
+        return body
+    return None
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0

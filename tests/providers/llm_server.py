@@ -1,0 +1,240 @@
+"""A local HTTP/1.1 server that speaks OpenAI's and Anthropic's wire formats from a script.
+
+Tests queue replies per path (``server.script("/v1/messages", reply, ...)``), point a
+real SDK client at ``server.base_url``, and read back what the SDK sent from
+``server.requests``. Replies can be JSON bodies, server-sent event streams written
+one event at a time, error statuses with any headers, a connection closed before
+any response, a stream cut off midway, or a reply that never comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+Action = Literal["respond", "drop", "stall"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted answer to one HTTP request."""
+
+    status: int = 200
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    events: tuple[bytes, ...] | None = None
+    """When set, the body is streamed (chunked), one item per write."""
+    cut_after: int | None = None
+    """For a stream: close the connection after this many events, mid-body."""
+    action: Action = "respond"
+    """``drop`` closes the connection without answering; ``stall`` never answers."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """A request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def json_reply(
+    payload: object, *, status: int = 200, headers: Mapping[str, str] | None = None
+) -> Reply:
+    return Reply(
+        status=status,
+        headers=(("content-type", "application/json"), *(headers or {}).items()),
+        body=json.dumps(payload).encode(),
+    )
+
+
+def openai_error(
+    status: int, message: str, *, kind: str = "invalid_request_error", **headers: str
+) -> Reply:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return json_reply(body, status=status, headers=_header_names(headers))
+
+
+def anthropic_error(status: int, kind: str, message: str, **headers: str) -> Reply:
+    body = {
+        "type": "error",
+        "error": {"type": kind, "message": message},
+        "request_id": "req_011test",
+    }
+    return json_reply(
+        body, status=status, headers={"request-id": "req_011test", **_header_names(headers)}
+    )
+
+
+def openai_stream(chunks: Iterable[Mapping[str, Any]], *, cut_after: int | None = None) -> Reply:
+    """Chat Completions SSE: ``data: <chunk>`` events, then ``data: [DONE]``."""
+    events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+    events.append(b"data: [DONE]\n\n")
+    return _sse(events, cut_after)
+
+
+def anthropic_stream(events: Iterable[Mapping[str, Any]], *, cut_after: int | None = None) -> Reply:
+    """Messages SSE: each event named by its ``type``, as the API sends them."""
+    encoded = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+    return _sse(encoded, cut_after)
+
+
+def drop() -> Reply:
+    return Reply(action="drop")
+
+
+def stall() -> Reply:
+    return Reply(action="stall")
+
+
+def _sse(events: list[bytes], cut_after: int | None) -> Reply:
+    return Reply(
+        headers=(
+            ("content-type", "text/event-stream; charset=utf-8"),
+            ("cache-control", "no-cache"),
+        ),
+        events=tuple(events),
+        cut_after=cut_after,
+    )
+
+
+def _header_names(headers: Mapping[str, str]) -> dict[str, str]:
+    # Keyword arguments cannot hold dashes: retry_after -> retry-after.
+    return {name.replace("_", "-"): value for name, value in headers.items()}
+
+
+@dataclass
+class FakeLLMServer:
+    """The server; use as ``async with FakeLLMServer() as server``."""
+
+    requests: list[RecordedRequest] = field(default_factory=list)
+    errors: list[Exception] = field(default_factory=list)
+    _scripts: dict[str, deque[Reply]] = field(default_factory=dict)
+    _server: asyncio.Server | None = None
+    _handlers: set[asyncio.Task[None]] = field(default_factory=set)
+    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "server not started"
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    def script(self, path: str, *replies: Reply) -> None:
+        self._scripts.setdefault(path, deque()).extend(replies)
+
+    def unused_replies(self, path: str) -> int:
+        return len(self._scripts.get(path, ()))
+
+    def bodies(self, path: str) -> list[Any]:
+        return [r.json() for r in self.requests if r.path == path]
+
+    async def __aenter__(self) -> FakeLLMServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._server is not None
+        self._closing.set()
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        if self._handlers:
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+        await self._server.wait_closed()
+        if self.errors:
+            raise self.errors[0]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        self._writers.add(writer)
+        try:
+            while not self._closing.is_set():
+                request = await self._read_request(reader)
+                if request is None:
+                    break
+                self.requests.append(request)
+                if not await self._answer(request, writer):
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except Exception as exc:
+            # Surfaced by __aexit__, so a broken script fails the test that used it.
+            self.errors.append(exc)
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            self._handlers.discard(task)
+
+    async def _read_request(self, reader: asyncio.StreamReader) -> RecordedRequest | None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        method, target, _version = request_line.split(" ", 2)
+        headers: dict[str, str] = {}
+        for line in header_lines:
+            if line:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+        assert "chunked" not in headers.get("transfer-encoding", ""), "chunked uploads unsupported"
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        return RecordedRequest(method=method, path=target, headers=headers, body=body)
+
+    async def _answer(self, request: RecordedRequest, writer: asyncio.StreamWriter) -> bool:
+        """Send the next scripted reply; returns whether the connection stays usable."""
+        queue = self._scripts.get(request.path)
+        reply = queue.popleft() if queue else _unscripted(request)
+        if reply.action == "drop":
+            return False
+        if reply.action == "stall":
+            await self._closing.wait()
+            return False
+        try:
+            reason = HTTPStatus(reply.status).phrase
+        except ValueError:
+            reason = "Unknown"
+        head = [f"HTTP/1.1 {reply.status} {reason}"]
+        head += [f"{name}: {value}" for name, value in reply.headers]
+        if reply.events is None:
+            head.append(f"content-length: {len(reply.body)}")
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + reply.body)
+            await writer.drain()
+            return True
+        head.append("transfer-encoding: chunked")
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        for number, event in enumerate(reply.events):
+            if reply.cut_after is not None and number >= reply.cut_after:
+                return False
+            writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+
+def _unscripted(request: RecordedRequest) -> Reply:
+    # Loud, so a test that forgot to script a reply fails with a clear message.
+    return json_reply(
+        {"error": {"message": f"no scripted reply for {request.path}", "type": "test_error"}},
+        status=418,
+    )
