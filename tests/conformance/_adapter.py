@@ -45,8 +45,6 @@ _CASE_KEYS = frozenset(
 )
 _NODE_BEHAVIOURS = frozenset({"update", "update_pure", "update_from_field", "raises"})
 _SUBGRAPH_KEYS = frozenset({"subgraph", "inputs", "outputs", "projects_in", "projects_out"})
-_EXPECTED_KEYS = frozenset({"final_state", "execution_order"})
-_ERROR_KEYS = frozenset({"category", "raised_from", "message", "recoverable_state", "execution_order"})
 
 
 class AdapterError(Exception):
@@ -72,9 +70,7 @@ def cases_of(fixture: dict[str, Any]) -> list[dict[str, Any]]:
     if version is not None:
         wanted = tuple(int(part) for part in str(version).split("."))
         if wanted > ADAPTER_VERSION:
-            raise AdapterError(
-                "fixture_version_unsupported", f"fixture needs adapter {version}"
-            )
+            raise AdapterError("fixture_version_unsupported", f"fixture needs adapter {version}")
     if "cases" not in fixture:
         return [fixture]
     shared = {k: v for k, v in fixture.items() if k != "cases"}
@@ -151,7 +147,7 @@ def build_schema(name: str, state: dict[str, Any]) -> type[BaseModel]:
         annotation = _python_type(spec["type"])
         reducers = [_reducer(spec[key]) for key in ("reducer", "alt_reducer") if key in spec]
         if reducers:
-            annotation = Annotated[annotation, *reducers]  # type: ignore[valid-type]
+            annotation = Annotated[annotation, *reducers]
         if "default" in spec:
             default = spec["default"]
             fields[field_name] = (

@@ -12,8 +12,7 @@ from selectgraph import GraphBuildError, GraphRunError
 from ._adapter import AdapterError, build_case, cases_of, load_fixture, state_subset
 
 FIXTURES = (
-    Path(__file__).resolve().parents[3]
-    / "shared/conformance/openarmature/graph-engine/conformance"
+    Path(__file__).resolve().parents[3] / "shared/conformance/openarmature/graph-engine/conformance"
 )
 
 if not FIXTURES.is_dir():
@@ -30,7 +29,7 @@ _NOT_YET = {
 }
 
 
-def _expected_failure(path: Path) -> str | None:
+def _expected_failure(path: Path) -> str:
     text = path.read_text()
     for directive, reason in _NOT_YET.items():
         if f"{directive}:" in text:
