@@ -29,6 +29,7 @@ from selectgraph.graph._reducers import (
 )
 from selectgraph.graph._result import GraphResult, NodeResult
 from selectgraph.graph._safe_eval import Condition, ConditionSyntaxError, parse_condition
+from selectgraph.graph._spec import GraphSpec
 from selectgraph.graph._state import LAST_OUTPUT, STATE_KEY_LAST_OUTPUT, GraphState
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "ErrorPolicy",
     "GraphResult",
     "GraphSettings",
+    "GraphSpec",
     "GraphState",
     "LoopAction",
     "MaxStepsAction",

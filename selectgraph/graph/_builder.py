@@ -391,6 +391,24 @@ class AgentGraph:
     set_entry_point = set_entry
 
     @classmethod
+    def from_spec(cls, spec: Any) -> AgentGraph:
+        """Build a graph from a GraphSpec, a mapping, or a YAML/JSON file path.
+
+        Raises:
+            GraphSpecError: the spec is invalid, naming where.
+        """
+        from selectgraph.graph._spec import GraphSpec
+
+        if isinstance(spec, GraphSpec):
+            return spec.build()
+        if isinstance(spec, Mapping):
+            return GraphSpec.from_dict(spec).build()
+        path = str(spec)
+        if path.endswith(".json"):
+            return GraphSpec.from_json(path).build()
+        return GraphSpec.from_yaml(path).build()
+
+    @classmethod
     def chain(
         cls,
         *nodes: Any,
