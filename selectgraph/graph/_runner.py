@@ -371,7 +371,10 @@ class Run:
         elif policy is ErrorPolicy.SKIP:
             outcome = "skipped"
         else:
-            raise self._node_error(spec, exc) from (None if isinstance(exc, GraphRunError) else exc)
+            error = self._node_error(spec, exc)
+            if error is exc:
+                raise error  # an engine error keeps its own cause chain
+            raise error from exc
         error_text = _describe_error(exc)
         attempts = self._attempts
         self._attempts = 1

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from selectgraph._errors import Diagnostic
+from selectgraph._errors import Diagnostic, GraphRunError, NodeError
 from selectgraph.graph._nodes import NodeContext
 from selectgraph.graph._output import NodeOutput
 from selectgraph.graph._schema import StateSchema
@@ -71,7 +71,14 @@ async def _run_child(
         sleep=parent.sleep,
         track_writes=track_writes,
     )
-    result = await run.execute()
+    try:
+        result = await run.execute()
+    except GraphRunError as error:
+        # Fail as this node, so the caller gets the parent's state at failure;
+        # the child's error (with the child's state) stays on __cause__.
+        raise NodeError(
+            f"subgraph node {context.node!r} failed: {error}", node=context.node
+        ) from error
     return run, result.state, result.total_usage
 
 
