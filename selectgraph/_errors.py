@@ -17,9 +17,11 @@ The tree::
     │   └── LoopDetected             an identical state came back to the same node
     ├── StateSerializationError      a state value cannot be written as JSON
     ├── GraphSpecError               a declarative GraphSpec is malformed
+    ├── ToolDefinitionError          a function cannot be described as a tool (agents._tools)
     └── ProviderError                an LLM provider call failed
         ├── ProviderRetryableError   rate limits, 5xx, timeouts, dropped connections
         └── ProviderRequestError     bad request, authentication, unknown model
+            └── ScriptExhausted      a scripted test provider ran out of replies (providers._local)
 
 Every run-time error keeps what is needed to recover: ``error.state`` is the
 state at the point of failure (before the failing merge), and ``error.result``

@@ -15,6 +15,7 @@ __all__ = [
     "Provider",
     "ResponseFormat",
     "StreamChunk",
+    "ToolChoice",
     "ToolSpec",
 ]
 

@@ -19,7 +19,7 @@ from selectgraph._messages import Message, Role, ToolCall
 from selectgraph._usage import Usage
 from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk
 from selectgraph.providers._retry import ProviderRetry, call_with_retries
-from selectgraph.providers._tokens import count_message_tokens, count_text_tokens
+from selectgraph.providers._tokens import estimate_message_tokens, estimate_text_tokens
 
 __all__ = ["LocalProvider", "LocalReply", "ScriptEntry", "ScriptExhausted"]
 
@@ -237,8 +237,12 @@ class LocalProvider:
         yield StreamChunk(completion=completion)
 
     def count_tokens(self, messages: Sequence[Message], model: str | None = None) -> int:
-        """Prompt tokens ``messages`` would use for ``model``."""
-        return count_message_tokens(messages, model)
+        """Prompt tokens ``messages`` would use, by the documented estimate.
+
+        The local provider never loads a tokenizer: that could mean a download,
+        and this provider promises never to touch the network.
+        """
+        return estimate_message_tokens(messages)
 
     async def _attempt(self, request: CompletionRequest) -> LocalReply:
         self.requests.append(request)
@@ -290,12 +294,12 @@ class LocalProvider:
         model = request.model or self.default_model
         usage = reply.usage
         if usage is None:
-            output = count_text_tokens(reply.text, model) + sum(
-                count_text_tokens(call.name + json.dumps(call.arguments), model)
+            output = estimate_text_tokens(reply.text) + sum(
+                estimate_text_tokens(call.name + json.dumps(call.arguments))
                 for call in reply.tool_calls
             )
             usage = Usage(
-                input_tokens=count_message_tokens(request.messages, model),
+                input_tokens=estimate_message_tokens(request.messages),
                 output_tokens=output,
                 calls=1,
             )

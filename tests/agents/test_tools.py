@@ -4,7 +4,7 @@ import dataclasses
 import doctest
 import functools
 import threading
-from collections.abc import (  # noqa: TC003 (tool hints resolve at runtime)
+from collections.abc import (
     Awaitable,
     Callable,
     Iterator,

@@ -4,7 +4,7 @@ import asyncio
 import doctest
 import json
 import time
-from datetime import datetime  # noqa: TC003 (Pydantic resolves model hints at runtime)
+from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
 
