@@ -22,6 +22,19 @@ from selectgraph._errors import (
     VisitLimitExceeded,
 )
 from selectgraph._messages import Message, Role, ToolCall
+from selectgraph.agents import (
+    Agent,
+    AgentConfig,
+    AgentOutputError,
+    AgentResult,
+    ContextMode,
+    JudgeDecision,
+    JudgeEscalated,
+    LLMJudge,
+    Tool,
+    Verdict,
+    tool,
+)
 from selectgraph._sentinels import END
 from selectgraph._usage import Usage
 from selectgraph.graph import (
@@ -59,8 +72,13 @@ __all__ = [
     "END",
     "LAST_OUTPUT",
     "STATE_KEY_LAST_OUTPUT",
+    "Agent",
+    "AgentConfig",
     "AgentGraph",
+    "AgentOutputError",
+    "AgentResult",
     "CompiledGraph",
+    "ContextMode",
     "Diagnostic",
     "EdgeError",
     "ErrorPolicy",
@@ -72,6 +90,9 @@ __all__ = [
     "GraphSpec",
     "GraphSpecError",
     "GraphState",
+    "JudgeDecision",
+    "JudgeEscalated",
+    "LLMJudge",
     "LoopAction",
     "LoopDetected",
     "MaxStepsAction",
@@ -92,8 +113,10 @@ __all__ = [
     "SelectGraphError",
     "StateSerializationError",
     "StateValidationError",
+    "Tool",
     "ToolCall",
     "Usage",
+    "Verdict",
     "VisitLimitExceeded",
     "append",
     "bounded_append",
@@ -105,5 +128,6 @@ __all__ = [
     "merge_all",
     "merge_by_key",
     "reducer",
+    "tool",
     "update",
 ]

@@ -14,7 +14,13 @@ from selectgraph.graph._compile import compile_graph, validate_graph
 from selectgraph.graph._compiled import CompiledGraph, GraphInput, GraphSettings
 from selectgraph.graph._edges import EdgeKind, Trigger
 from selectgraph.graph._nodes import NodeAdapter
-from selectgraph.graph._policies import ErrorPolicy, LoopAction, MaxStepsAction, RetryPolicy
+from selectgraph.graph._policies import (
+    Conversation,
+    ErrorPolicy,
+    LoopAction,
+    MaxStepsAction,
+    RetryPolicy,
+)
 from selectgraph.graph._result import GraphResult
 from selectgraph.graph._state import GraphState
 from selectgraph.observe._events import GraphEvent
@@ -63,7 +69,8 @@ class EdgeDecl:
     trigger: Trigger = "success"
     target: str | EndType | None = None
     condition: str | Callable[[GraphState], Any] | None = None
-    router: Callable[[GraphState], Any] | None = None
+    router: Callable[..., Any] | None = None
+    """A router function, or an llm_decide edge's decider."""
     path_map: Mapping[Hashable, Any] | Sequence[Any] | None = None
     label: str | None = None
     order: int = 0
@@ -112,6 +119,8 @@ class AgentGraph:
         observers: Sequence[Observer | Listener] = (),
         goal: str = "",
         description: str = "",
+        conversation: Conversation = "isolated",
+        compact_at_tokens: int = 8000,
     ) -> None:
         """Create an empty graph.
 
@@ -132,6 +141,10 @@ class AgentGraph:
             observers: Objects with ``on_event(event)`` (or plain callables) told every event.
             goal: What the graph is for; agents and llm_decide edges are told it.
             description: What the graph does, for diagrams and parent graphs.
+            conversation: ``"isolated"`` (each agent node builds its own context)
+                or ``"continuous"`` (agent nodes share one growing thread).
+            compact_at_tokens: In a continuous conversation, summarise older
+                turns once the thread is longer than this.
         """
         self.name = name
         self.description = description
@@ -150,6 +163,8 @@ class AgentGraph:
             on_loop=on_loop,
             stall_threshold=stall_threshold,
             goal=goal,
+            conversation=conversation,
+            compact_at_tokens=compact_at_tokens,
         )
         self._state_schema = state_schema
         self._reducers = dict(reducers) if reducers else None
@@ -376,6 +391,50 @@ class AgentGraph:
                 trigger=on,
                 router=router,
                 path_map=path_map,
+                order=len(self._edges),
+            )
+        )
+        self._changed()
+        return self
+
+    def add_llm_edge(
+        self,
+        source: str,
+        targets: Sequence[str | EndType],
+        *,
+        fallback: str | EndType,
+        provider: Any = None,
+        model: str | None = None,
+        instructions: str = "",
+        on: Trigger = "success",
+    ) -> Self:
+        """Let a (fast) model choose where to go after ``source``.
+
+        The model is told the graph's goal, the node's output and each
+        target's description, and answers with JSON naming a target and its
+        reasoning. An unparseable answer, an unknown target or a failed call
+        fires ``fallback``. The choice and the reasoning appear in the trace.
+
+        Args:
+            source: The node after which the model decides.
+            targets: Nodes (or END) the model may choose among.
+            fallback: Where to go when no valid choice is made.
+            provider: The provider to ask (default: the offline-aware default provider).
+            model: The model to ask (default: the provider's default model).
+            instructions: Extra routing guidance for the model.
+            on: Which outcomes of ``source`` the decision applies to.
+        """
+        from selectgraph.agents._decide import LLMDecider
+
+        decider = LLMDecider(provider=provider, model=model, instructions=instructions)
+        self._edges.append(
+            EdgeDecl(
+                source=source,
+                kind="llm",
+                trigger=on,
+                target=fallback,
+                router=decider,
+                path_map=list(targets),
                 order=len(self._edges),
             )
         )

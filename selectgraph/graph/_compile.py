@@ -14,10 +14,11 @@ from selectgraph._callables import callable_name
 from selectgraph._errors import Diagnostic, GraphBuildError
 from selectgraph._sentinels import END, EndType
 from selectgraph.graph._compiled import CompiledGraph
-from selectgraph.graph._edges import Edge, NodeRoutes
+from selectgraph.graph._edges import Edge, NodeRoutes, RouteContext
 from selectgraph.graph._nodes import NodeSpec
 from selectgraph.graph._safe_eval import Condition, ConditionSyntaxError, parse_condition
 from selectgraph.graph._schema import StateSchema, build_schema
+from selectgraph.graph._state import RESERVED_KEYS
 from selectgraph.graph._subgraph import Projection, SubgraphAdapter, check_projection
 
 if TYPE_CHECKING:
@@ -255,6 +256,22 @@ class _Compiler:
         if decl.target is not None:
             ok = self.check_target(source, decl.target, decls, "edge") and ok
         path_map: dict[Hashable, str | EndType] | None = None
+        route: RouteContext | None = None
+        if decl.kind == "llm":
+            label = label or "llm_decide"
+            path_map = self.path_map(source, decl.path_map or (), decls)
+            if path_map is None:
+                return None
+            if not path_map:
+                self.error("dangling_edge", f"llm_decide edge on {source!r} has no targets", source)
+                return None
+            route = RouteContext(
+                source=source,
+                goal=self.graph._settings.goal,
+                candidates={
+                    target: _describe_target(target, decls) for target in path_map.values()
+                },
+            )
         if decl.kind == "router":
             label = label or callable_name(decl.router)
             if decl.path_map is not None:
@@ -270,6 +287,8 @@ class _Compiler:
             condition=condition,
             router=decl.router,
             path_map=path_map,
+            decider=decl.router if decl.kind == "llm" else None,  # a Decider by construction
+            route=route,
             label=label,
             order=decl.order,
         )
@@ -313,9 +332,9 @@ class _Compiler:
     def check_condition_names(self, condition: Condition, source: str, schema: StateSchema) -> None:
         if schema.fields is None or schema.allow_extra:
             return
-        from selectgraph.graph._state import LAST_OUTPUT
-
-        unknown = sorted(n for n in condition.names if n not in schema.fields and n != LAST_OUTPUT)
+        unknown = sorted(
+            n for n in condition.names if n not in schema.fields and n not in RESERVED_KEYS
+        )
         if unknown:
             self.error(
                 "unknown_state_key",
@@ -413,11 +432,20 @@ class _Compiler:
                 )
 
 
+def _describe_target(target: str | EndType, decls: Mapping[str, NodeDecl]) -> str:
+    if target is END:
+        return "finish: the task is complete"
+    return decls[target].description if target in decls else ""
+
+
 def _always(data: Mapping[str, Any]) -> bool:
     return True
 
 
 def _edge_targets(edge: Edge, nodes: Iterable[str]) -> set[str | EndType]:
+    if edge.kind == "llm":
+        assert edge.path_map is not None
+        return {*edge.path_map.values(), *([edge.target] if edge.target is not None else [])}
     if edge.kind != "router":
         return {edge.target} if edge.target is not None else set()
     if edge.path_map is not None:

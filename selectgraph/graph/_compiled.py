@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from selectgraph._errors import Diagnostic, GraphRunError, StateValidationError
 from selectgraph._sentinels import EndType
+from selectgraph._sync import run_sync
 from selectgraph.graph._adapters import FunctionAdapter
 from selectgraph.graph._edges import Edge, NodeRoutes
 from selectgraph.graph._nodes import NodeSpec
-from selectgraph.graph._policies import ErrorPolicy, LoopAction, MaxStepsAction, RetryPolicy
+from selectgraph.graph._policies import (
+    Conversation,
+    ErrorPolicy,
+    LoopAction,
+    MaxStepsAction,
+    RetryPolicy,
+)
 from selectgraph.graph._result import GraphResult
 from selectgraph.graph._runner import Run, Sleep, blocking_sleep, new_run_id
 from selectgraph.graph._schema import StateSchema
@@ -56,6 +62,10 @@ class GraphSettings:
     """Consecutive unchanged steps that count as a stall; ``None`` disables."""
     goal: str = ""
     """What the graph is for; agents and llm_decide edges are told it."""
+    conversation: Conversation = "isolated"
+    """How agent nodes share the conversation: ``"isolated"`` or ``"continuous"``."""
+    compact_at_tokens: int = 8000
+    """In a continuous conversation, older turns are summarised past this many tokens."""
 
 
 class CompiledGraph:
@@ -217,7 +227,7 @@ class CompiledGraph:
         """
         if not self.is_async:
             return _drive(self._execute(input, observers, run_id, blocking_sleep))
-        return _run_coroutine(self._execute(input, observers, run_id, asyncio.sleep))
+        return run_sync(self._execute(input, observers, run_id, asyncio.sleep))
 
     async def astream(
         self,
@@ -298,25 +308,3 @@ def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError(
         "a synchronous graph awaited something that needs an event loop; use arun()"
     )  # pragma: no cover - every awaitable on the sync path completes immediately
-
-
-def _run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    # Called from inside a running loop (a notebook, an async app): run on a thread.
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = asyncio.run(coroutine)
-        except BaseException as exc:  # re-raised in the caller's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, name="selectgraph-run")
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]

@@ -11,34 +11,39 @@ after either.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Generator, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from selectgraph._callables import is_async_callable
 from selectgraph._errors import EdgeError, RoutingError
 from selectgraph._sentinels import END, EndType
+from selectgraph._usage import Usage
 from selectgraph.graph._directives import Directive
 from selectgraph.graph._safe_eval import Condition, MissingStateKey
 from selectgraph.graph._state import GraphState
 from selectgraph.graph._views import StateView
 
 __all__ = [
+    "Decider",
     "Edge",
     "EdgeKind",
     "NodeRoutes",
+    "RouteContext",
+    "RouteDecision",
     "Trigger",
     "aresolve_next",
     "match_simple",
     "resolve_next",
 ]
 
-EdgeKind = Literal["static", "condition", "router"]
+EdgeKind = Literal["static", "condition", "router", "llm"]
 """What decides whether an edge fires.
 
 - ``"static"``: always fires (the unconditional fallback).
 - ``"condition"``: fires when its safe expression or predicate is true.
 - ``"router"``: a function returns the target.
+- ``"llm"``: a model picks the target among candidates; its ``target`` is the fallback.
 """
 
 Trigger = Literal["success", "failure", "always"]
@@ -51,6 +56,38 @@ Trigger = Literal["success", "failure", "always"]
 
 Router = Callable[[GraphState], Any]
 Predicate = Callable[[GraphState], Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteContext:
+    """What an llm_decide edge is told when choosing where to go."""
+
+    source: str
+    """The node that just finished."""
+    goal: str
+    """The graph's goal."""
+    candidates: Mapping[str | EndType, str]
+    """Each allowed target and its description."""
+    output: Any = None
+    """The source node's output (``state.last_output``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteDecision:
+    """An llm_decide edge's choice."""
+
+    target: str | EndType | None
+    """The chosen target; ``None`` (or one outside the candidates) fires the fallback."""
+    reasoning: str = ""
+    """Why, in the model's words (shown in the trace)."""
+    usage: Usage | None = None
+    """Tokens and cost of the decision call."""
+    error: str | None = None
+    """Why no valid decision was made (the fallback then fires)."""
+
+
+Decider = Callable[[GraphState, RouteContext], Awaitable[RouteDecision]]
+"""An llm_decide edge's chooser: async ``(state, route) -> RouteDecision``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +108,10 @@ class Edge:
     """For ``"router"`` edges: returns a target, a path_map key or a goto()."""
     path_map: Mapping[Hashable, str | EndType] | None = None
     """For routers: allowed return values and the targets they mean."""
+    decider: Decider | None = None
+    """For ``"llm"`` edges: picks the target."""
+    route: RouteContext | None = None
+    """For ``"llm"`` edges: the candidates and goal, filled in at compile time."""
     label: str = ""
     """Condition text or router name, for traces and diagrams."""
     order: int = 0
@@ -79,6 +120,8 @@ class Edge:
     @property
     def is_async(self) -> bool:
         """Whether evaluating this edge needs an event loop."""
+        if self.kind == "llm":
+            return True
         fn = self.router if self.kind == "router" else self.condition
         if fn is None or isinstance(fn, Condition):
             return False
@@ -90,6 +133,8 @@ class Edge:
         when = "" if self.trigger == "success" else f" (on {self.trigger})"
         if self.kind == "router":
             return f"{self.source} -> router {self.label}{when}"
+        if self.kind == "llm":
+            return f"{self.source} -> llm_decide (fallback {target}){when}"
         suffix = f" [{self.label}]" if self.label else ""
         return f"{self.source} -> {target}{suffix}{when}"
 
@@ -177,7 +222,39 @@ def _router_target(
     return _check_target(edge, value, nodes, how), directive
 
 
-Resolved = tuple["str | EndType", "Edge | None", "Directive | None"]
+Resolved = tuple["str | EndType", "Edge | None", "Directive | None", "RouteDecision | None"]
+
+
+def _decide(edge: Edge, state: GraphState) -> Generator[Any, Any, RouteDecision]:
+    """Ask an llm_decide edge's decider; anything but a valid candidate means the fallback."""
+    assert edge.decider is not None
+    assert edge.route is not None
+    route = RouteContext(
+        source=edge.route.source,
+        goal=edge.route.goal,
+        candidates=edge.route.candidates,
+        output=state.last_output,
+    )
+    view = StateView(state, f"llm_decide on {edge.source!r}", readonly=True)
+    try:
+        decision: RouteDecision = yield edge.decider(view, route)
+    except Exception as exc:  # a failed call is a documented way to reach the fallback
+        decision = RouteDecision(target=None, error=f"{type(exc).__name__}: {exc}")
+    if decision.error is None and decision.target not in route.candidates:
+        decision = RouteDecision(
+            target=None,
+            reasoning=decision.reasoning,
+            usage=decision.usage,
+            error=f"chose {decision.target!r}, which is not a candidate",
+        )
+    if decision.target is None or decision.error is not None:
+        return RouteDecision(
+            target=edge.target,
+            reasoning=f"fallback: {decision.error or 'no decision'}",
+            usage=decision.usage,
+            error=decision.error or "no decision",
+        )
+    return decision
 
 
 def match_simple(source: str, routes: NodeRoutes, state: GraphState) -> Edge:
@@ -215,7 +292,10 @@ def _resolution(
     for edge in candidates:
         kind = edge.kind
         if kind == "static":
-            return edge.target, edge, None  # type: ignore[return-value]
+            return edge.target, edge, None, None  # type: ignore[return-value]
+        if kind == "llm":
+            decision = yield from _decide(edge, state)
+            return decision.target, edge, None, decision  # type: ignore[return-value]
         try:
             if kind == "condition":
                 condition = edge.condition
@@ -228,7 +308,7 @@ def _resolution(
                     if inspect.isawaitable(matched):
                         matched = yield matched
                 if matched:
-                    return edge.target, edge, None  # type: ignore[return-value]
+                    return edge.target, edge, None, None  # type: ignore[return-value]
                 continue
             if view is None:
                 view = StateView(state, f"router on {source!r}", readonly=True)
@@ -240,7 +320,7 @@ def _resolution(
         except Exception as exc:
             raise _edge_error(edge, exc, state) from exc
         target, directive = _router_target(edge, value, nodes)
-        return target, edge, directive
+        return target, edge, directive, None
     tried = "; ".join(edge.describe() for edge in candidates) or "none"
     raise RoutingError(
         f"no edge matched after node {source!r}; edges tried: {tried}. Add an unconditional "

@@ -16,7 +16,7 @@ from selectgraph.graph._fingerprint import MOD, StateFingerprint, fingerprint
 from selectgraph.graph._output import NodeOutput
 from selectgraph.graph._reducers import MISSING, Reducer
 from selectgraph.graph._schema import StateSchema
-from selectgraph.graph._state import LAST_OUTPUT, GraphState
+from selectgraph.graph._state import RESERVED_KEYS, GraphState
 
 __all__ = ["Merger"]
 
@@ -101,7 +101,7 @@ class Merger:
                 ops.append((_ASSIGN, key, value, None))
                 pending[key] = value
         for key, value in output.update.items():
-            if fields is not None and key not in fields and key != LAST_OUTPUT:
+            if fields is not None and key not in fields and key not in RESERVED_KEYS:
                 schema.check_keys((key,), node=node, step=step)  # raises, naming the field
             reducer = reducers.get(key)
             if reducer is None:

@@ -35,6 +35,8 @@ class NodeContext:
     """The graph's name."""
     namespace: tuple[str, ...] = ()
     """Subgraph path of the graph this node belongs to."""
+    goal: str = ""
+    """The graph's goal (``AgentGraph(goal=...)``)."""
     previous: NodeResult | None = None
     """This node's result from its previous visit, if any."""
     emit: Callable[[GraphEvent], None] | None = field(default=None, repr=False, compare=False)

@@ -25,7 +25,7 @@ class NodeOutput:
     default factories would cost several times more.
     """
 
-    __slots__ = ("goto", "update", "usage", "writes")
+    __slots__ = ("agent_result", "goto", "update", "usage", "writes")
 
     def __init__(
         self,
@@ -33,6 +33,7 @@ class NodeOutput:
         writes: ViewWrites | None = None,
         goto: str | EndType | None = None,
         usage: Usage | None = None,
+        agent_result: Any = None,
     ) -> None:
         self.update = update
         """The partial update, merged through the field reducers."""
@@ -42,6 +43,8 @@ class NodeOutput:
         """An explicit next node, overriding the node's edges."""
         self.usage = usage
         """Model usage of the node (agent and graph nodes)."""
+        self.agent_result = agent_result
+        """The AgentResult, for agent nodes."""
 
     def written_keys(self) -> set[str]:
         """Every ``data`` key this output touches."""
@@ -65,13 +68,9 @@ def read_output(raw: Any, view: StateView, spec: NodeSpec) -> NodeOutput:
         output = NodeOutput(_NO_UPDATE, view.collect())
     elif isinstance(raw, Directive):
         output = NodeOutput(raw.values, view.collect(), raw.target)
-    elif isinstance(raw, NodeOutput):  # built-in node kinds (graphs, agents) return this
-        if view.collect() is not None:
-            raise NodeContractError(
-                f"node {spec.name!r} both wrote through its state view and returned a "
-                "prepared output",
-                node=spec.name,
-            )
+    elif isinstance(raw, NodeOutput):
+        # Built-in node kinds (graphs, agents) prepare their output themselves,
+        # view writes included.
         output = raw
     elif isinstance(raw, Mapping):
         output = NodeOutput(raw, view.collect())

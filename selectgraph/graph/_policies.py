@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Literal
 
 __all__ = [
+    "Conversation",
     "ErrorPolicy",
     "LoopAction",
     "MaxStepsAction",
@@ -89,6 +90,16 @@ Quality = Literal["clean", "degraded", "failed"]
 - ``"degraded"``: some node failed but the run reached a stop through a fallback
   (SKIP, an on_failure edge) or was cut off by RETURN_WITH_FLAG or a loop stop.
 - ``"failed"``: the run raised.
+"""
+
+Conversation = Literal["isolated", "continuous"]
+"""How a graph threads its conversation through agent nodes.
+
+- ``"isolated"``: each agent node starts a fresh conversation built by its
+  ContextMode (LAST_MESSAGE unless set). Cheap and predictable; the default.
+- ``"continuous"``: each agent node inherits the whole accumulated conversation,
+  tool calls included, with a transition marker between nodes; older turns are
+  summarised once the thread grows past ``compact_at_tokens``.
 """
 
 StopReason = Literal["end", "max_steps", "loop", "error"]

@@ -44,6 +44,8 @@ class NodeResult:
     """Wall time, retries included."""
     usage: Usage | None = None
     """Model usage, for nodes that call models."""
+    agent_result: Any = None
+    """The AgentResult, for agent nodes."""
 
     def to_dict(self, path: str = "result") -> dict[str, Any]:
         """A JSON-safe dict; ``path`` names this result in serialization errors."""
@@ -58,6 +60,7 @@ class NodeResult:
             "attempts": self.attempts,
             "duration_ms": self.duration_ms,
             "usage": None if self.usage is None else self.usage.to_dict(),
+            "agent_result": encode(self.agent_result, f"{path}.agent_result"),
         }
 
     @classmethod
@@ -74,6 +77,7 @@ class NodeResult:
             attempts=raw.get("attempts", 1),
             duration_ms=raw.get("duration_ms", 0.0),
             usage=None if raw.get("usage") is None else Usage.from_dict(raw["usage"]),
+            agent_result=decode(raw.get("agent_result")),
         )
 
 

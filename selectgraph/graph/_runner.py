@@ -283,6 +283,7 @@ class Run:
                 attempts,
                 duration,
                 usage,
+                output.agent_result,
             )
         )
         self.recorder.record_at(
@@ -345,6 +346,7 @@ class Run:
                 run_id=self.run_id,
                 graph=self.graph.name,
                 namespace=self.namespace,
+                goal=self.graph.settings.goal,
                 previous=self._previous_result(spec.name),
                 emit=self.recorder.emit,
                 runtime=self,
@@ -422,13 +424,18 @@ class Run:
 
     # ---------------------------------------------------------------- routing
     def _follow(self, source: str, resolved: Resolved) -> str | EndType:
-        target, edge, directive = resolved
+        target, edge, directive, decision = resolved
         if directive is not None and directive.values:
             self._merger.merge(self.state, NodeOutput(directive.values), source, self.steps)
             if self.written_keys is not None:
                 self.written_keys.update(directive.values)
+        reason = ""
+        if decision is not None:
+            reason = decision.reasoning
+            if decision.usage is not None:
+                self.usage = self.usage + decision.usage
         kind, label = (edge.kind, edge.label) if edge is not None else ("static", "")
-        self.recorder.record(EdgeFired, self.steps, source, target, kind, label)
+        self.recorder.record(EdgeFired, self.steps, source, target, kind, label, reason)
         return target
 
     def _check_goto(self, spec: NodeSpec, goto: str | EndType) -> str | EndType:

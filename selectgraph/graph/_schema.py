@@ -21,7 +21,7 @@ from pydantic_core import PydanticUndefined
 
 from selectgraph._errors import Diagnostic, StateValidationError
 from selectgraph.graph._reducers import Reducer, as_reducer, last_write_wins, reducers_equal
-from selectgraph.graph._state import LAST_OUTPUT
+from selectgraph.graph._state import RESERVED_KEYS
 
 __all__ = ["StateSchema", "build_schema"]
 
@@ -51,7 +51,7 @@ class StateSchema:
         """Raise StateValidationError if a node writes keys the schema does not declare."""
         if self.fields is None or self.allow_extra:
             return
-        unknown = [k for k in keys if k not in self.fields and k != LAST_OUTPUT]
+        unknown = [k for k in keys if k not in self.fields and k not in RESERVED_KEYS]
         if unknown:
             known = ", ".join(sorted(self.fields))
             raise StateValidationError(
@@ -71,9 +71,11 @@ class StateSchema:
         """
         if self.model is None:
             return dict(data)
-        extra = {k: v for k, v in data.items() if k == LAST_OUTPUT or k not in self.fields_or_empty}
+        extra = {
+            k: v for k, v in data.items() if k in RESERVED_KEYS or k not in self.fields_or_empty
+        }
         if extra and not self.allow_extra:
-            unknown = sorted(k for k in extra if k != LAST_OUTPUT)
+            unknown = sorted(k for k in extra if k not in RESERVED_KEYS)
             if unknown:
                 raise StateValidationError(
                     f"the input has {', '.join(map(repr, unknown))}, not "

@@ -26,13 +26,25 @@ def _is_result(raw: Any) -> bool:
     return isinstance(raw, dict) and raw.keys() >= _RESULT_KEYS
 
 
-__all__ = ["LAST_OUTPUT", "STATE_KEY_LAST_OUTPUT", "GraphState"]
+__all__ = [
+    "CONVERSATION_SUMMARY",
+    "LAST_OUTPUT",
+    "RESERVED_KEYS",
+    "STATE_KEY_LAST_OUTPUT",
+    "GraphState",
+]
 
 LAST_OUTPUT: Final = "__last_output__"
 """The ``data`` key holding the most recent node output (``state.last_output``)."""
 
 STATE_KEY_LAST_OUTPUT: Final = LAST_OUTPUT
 """Alias of :data:`LAST_OUTPUT`."""
+
+CONVERSATION_SUMMARY: Final = "__conversation_summary__"
+"""The ``data`` key where agent nodes keep the rolling summary of older turns."""
+
+RESERVED_KEYS: Final = frozenset({LAST_OUTPUT, CONVERSATION_SUMMARY})
+"""Engine-owned ``data`` keys, allowed whatever the state schema declares."""
 
 _MISSING: Final = object()
 

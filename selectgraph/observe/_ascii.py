@@ -30,20 +30,21 @@ def render_ascii(graph: CompiledGraph, result: GraphResult | None = None) -> str
     lines += ["", "Edges:"]
     for edge in graph.edges:
         when = "" if edge.trigger == "success" else f" on {edge.trigger}"
-        if edge.kind == "router":
+        if edge.kind in ("router", "llm"):
             targets = (
                 sorted({_name(t) for t in edge.path_map.values()})
                 if edge.path_map is not None
                 else ["any"]
             )
+            if edge.kind == "llm":
+                targets.append(f"fallback {_name(edge.target)}")
             star = (
                 "*"
                 if any((edge.source, t) in fired for t in graph.targets_of(edge.source))
                 else " "
             )
-            lines.append(
-                f"{star} {edge.source} --router {edge.label}{when}--> {' | '.join(targets)}"
-            )
+            how = "router " + edge.label if edge.kind == "router" else "llm_decide"
+            lines.append(f"{star} {edge.source} --{how}{when}--> {' | '.join(targets)}")
             continue
         label = f"[{edge.label}]" if edge.kind == "condition" else ""
         arrow = f"--{label}{when}-->" if (label or when) else "-->"

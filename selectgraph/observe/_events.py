@@ -17,6 +17,7 @@ __all__ = [
     "GraphEvent",
     "GraphEventType",
     "LoopDetected",
+    "NodeChunk",
     "NodeFinished",
     "NodeRetried",
     "NodeStarted",
@@ -34,6 +35,7 @@ class GraphEventType(StrEnum):
     NODE_STARTED = "node_started"
     NODE_FINISHED = "node_finished"
     NODE_RETRIED = "node_retried"
+    NODE_CHUNK = "node_chunk"
     EDGE_FIRED = "edge_fired"
     STALL_DETECTED = "stall_detected"
     LOOP_DETECTED = "loop_detected"
@@ -124,7 +126,20 @@ class EdgeFired(GraphEvent):
     kind: str
     """``"static"``, ``"condition"``, ``"router"``, ``"goto"`` or ``"llm"``."""
     label: str = ""
-    """The condition text, router name or decision reason."""
+    """The condition text or router name."""
+    reason: str = ""
+    """For llm_decide edges: the model's reasoning, or why the fallback fired."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeChunk(GraphEvent):
+    """A streaming node (an agent) produced more text."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.NODE_CHUNK
+    node: str
+    """The node's name."""
+    delta: str
+    """Text generated since the previous chunk."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

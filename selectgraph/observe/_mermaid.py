@@ -9,6 +9,7 @@ from selectgraph._sentinels import END, EndType
 
 if TYPE_CHECKING:
     from selectgraph.graph._compiled import CompiledGraph
+    from selectgraph.graph._edges import Edge
     from selectgraph.graph._result import GraphResult
 
 __all__ = ["render_mermaid"]
@@ -27,6 +28,23 @@ def _escape(text: str) -> str:
     return text.replace('"', "#quot;")
 
 
+def _links(graph: CompiledGraph, edge: Edge) -> list[tuple[str | EndType, str, str]]:
+    """``(target, label, arrow)`` for each arrow ``edge`` draws."""
+    if edge.kind in ("router", "llm"):
+        targets = (
+            sorted(set(edge.path_map.values()), key=str)
+            if edge.path_map is not None
+            else graph.targets_of(edge.source)
+        )
+        links = [(target, edge.label, "-.->") for target in targets]
+        if edge.kind == "llm" and edge.target is not None:
+            links.append((edge.target, "llm fallback", "-.->"))
+        return links
+    if edge.target is None:
+        return []
+    return [(edge.target, edge.label if edge.kind != "static" else "", "-->")]
+
+
 def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> str:
     """A ``flowchart TD`` of ``graph``; with ``result``, fired edges are drawn thick and red."""
     lines = ["flowchart TD"]
@@ -41,18 +59,7 @@ def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> s
     link_index = 1  # link 0 is the start arrow
     highlighted: list[int] = []
     for edge in graph.edges:
-        if edge.kind == "router":
-            targets = (
-                sorted(set(edge.path_map.values()), key=str)
-                if edge.path_map is not None
-                else graph.targets_of(edge.source)
-            )
-            arrow = "-.->"
-        else:
-            targets = [edge.target] if edge.target is not None else []
-            arrow = "-->"
-        for target in targets:
-            label = edge.label if edge.kind != "static" else ""
+        for target, label, arrow in _links(graph, edge):
             if edge.trigger != "success":
                 label = f"on {edge.trigger}" + (f": {label}" if label else "")
             text = f'|"{_escape(label)}"|' if label else ""

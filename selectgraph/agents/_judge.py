@@ -1,0 +1,242 @@
+"""Judges: review an agent's answer and accept it, ask for a retry with feedback, or escalate.
+
+An agent with a judge retries through the judge only: the engine never
+retries an agent node on top (executor retries apply to function nodes), so a
+failure cannot multiply into attempts x iterations model calls. ESCALATE (or
+retries running out) makes the node fail with :class:`JudgeEscalated`, which
+``on_failure`` edges can route to a human or a fallback.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from selectgraph._errors import SelectGraphError
+from selectgraph._messages import Message
+from selectgraph._usage import Usage
+from selectgraph.providers._base import CompletionRequest, Provider, ResponseFormat
+
+if TYPE_CHECKING:
+    from selectgraph.agents._result import AgentResult
+
+__all__ = [
+    "FunctionJudge",
+    "Judge",
+    "JudgeDecision",
+    "JudgeEscalated",
+    "JudgeRequest",
+    "LLMJudge",
+    "Verdict",
+    "as_judge",
+]
+
+
+class JudgeDecision(StrEnum):
+    """What a judge decides about an answer."""
+
+    ACCEPT = "accept"
+    """The answer stands."""
+    RETRY = "retry"
+    """Try again, told the judge's feedback."""
+    ESCALATE = "escalate"
+    """Give up: the agent (node) fails, so on_failure edges apply."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """A judge's decision about one answer."""
+
+    decision: JudgeDecision
+    """Accept, retry or escalate."""
+    feedback: str = ""
+    """What to change (for RETRY) or why (for ESCALATE)."""
+    usage: Usage | None = None
+    """Tokens and cost of judging, for judges that call a model."""
+
+    @classmethod
+    def accept(cls, feedback: str = "") -> Verdict:
+        """An ACCEPT verdict."""
+        return cls(decision=JudgeDecision.ACCEPT, feedback=feedback)
+
+    @classmethod
+    def retry(cls, feedback: str) -> Verdict:
+        """A RETRY verdict with the feedback the agent will be given."""
+        return cls(decision=JudgeDecision.RETRY, feedback=feedback)
+
+    @classmethod
+    def escalate(cls, feedback: str) -> Verdict:
+        """An ESCALATE verdict."""
+        return cls(decision=JudgeDecision.ESCALATE, feedback=feedback)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict."""
+        return {
+            "decision": self.decision.value,
+            "feedback": self.feedback,
+            "usage": None if self.usage is None else self.usage.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeRequest:
+    """What a judge is shown."""
+
+    task: str
+    """What the agent was asked (its last input)."""
+    answer: AgentResult
+    """The answer to judge."""
+    attempt: int
+    """1 for the first answer, 2 after one retry, ..."""
+    goal: str = ""
+    """The graph's goal, when the agent runs as a node."""
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Something that reviews answers."""
+
+    async def evaluate(self, request: JudgeRequest) -> Verdict:
+        """Decide about ``request.answer``."""
+        ...
+
+
+class JudgeEscalated(SelectGraphError):
+    """A judge escalated, or kept asking for retries past the limit."""
+
+    def __init__(self, message: str, *, result: AgentResult, verdicts: tuple[Verdict, ...]) -> None:
+        super().__init__(message)
+        self.result = result
+        """The last answer the judge saw."""
+        self.verdicts = verdicts
+        """Every verdict, in order."""
+
+
+JudgeFunction = Callable[..., "Verdict | bool | Awaitable[Verdict | bool]"]
+
+
+class FunctionJudge:
+    """A plain function as a judge: ``fn(result)`` or ``fn(result, request)``, sync or async.
+
+    It returns a Verdict, or a bool (``True`` accepts, ``False`` retries with
+    generic feedback).
+    """
+
+    def __init__(self, fn: JudgeFunction) -> None:
+        self._fn = fn
+        parameters = inspect.signature(fn).parameters
+        self._wants_request = len(parameters) >= 2
+
+    async def evaluate(self, request: JudgeRequest) -> Verdict:
+        """Call the function and normalise its answer."""
+        value: Any = (
+            self._fn(request.answer, request) if self._wants_request else self._fn(request.answer)
+        )
+        if inspect.isawaitable(value):
+            value = await value
+        if isinstance(value, Verdict):
+            return value
+        if value is True:
+            return Verdict.accept()
+        if value is False:
+            return Verdict.retry("The answer was not accepted; improve it and answer again.")
+        raise TypeError(
+            f"judge function {getattr(self._fn, '__name__', self._fn)!r} returned {value!r}; "
+            "return a Verdict or a bool"
+        )
+
+
+_VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decision": {"type": "string", "enum": ["accept", "retry", "escalate"]},
+        "feedback": {"type": "string"},
+    },
+    "required": ["decision", "feedback"],
+    "additionalProperties": False,
+}
+
+
+class LLMJudge:
+    """A model as a judge, told the task, the answer and the criteria, answering in JSON."""
+
+    def __init__(
+        self,
+        criteria: str,
+        *,
+        provider: Provider | None = None,
+        model: str | None = None,
+    ) -> None:
+        """Create a judge.
+
+        Args:
+            criteria: What a good answer does; the model judges against this.
+            provider: Who to ask (default: the offline-aware default provider).
+            model: Which model (default: the provider's default).
+        """
+        from selectgraph.agents._defaults import default_provider
+
+        self.criteria = criteria
+        self.provider = provider or default_provider()
+        self.model = model or self.provider.default_model
+
+    async def evaluate(self, request: JudgeRequest) -> Verdict:
+        """Ask the model; an answer that is not a valid verdict escalates."""
+        prompt = (
+            f"Task given to the agent:\n{request.task}\n\n"
+            f"The agent's answer (attempt {request.attempt}):\n{request.answer.content}\n\n"
+            f"Criteria:\n{self.criteria}\n\n"
+            'Reply with JSON: {"decision": "accept" | "retry" | "escalate", "feedback": "..."}. '
+            "Use retry with concrete feedback when the answer can be fixed, escalate when it "
+            "cannot."
+        )
+        system = "You review answers strictly and fairly." + (
+            f" The overall goal: {request.goal}" if request.goal else ""
+        )
+        completion = await self.provider.complete(
+            CompletionRequest(
+                model=self.model,
+                messages=(Message.system(system), Message.user(prompt)),
+                response_format=ResponseFormat(name="verdict", json_schema=_VERDICT_SCHEMA),
+                temperature=0.0,
+            )
+        )
+        try:
+            raw = json.loads(_strip_fences(completion.message.text))
+            decision = JudgeDecision(str(raw["decision"]).lower())
+            feedback = str(raw.get("feedback", ""))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return Verdict(
+                decision=JudgeDecision.ESCALATE,
+                feedback=f"the judge's reply was not a valid verdict ({exc}): "
+                f"{completion.message.text[:200]!r}",
+                usage=completion.usage,
+            )
+        return Verdict(decision=decision, feedback=feedback, usage=completion.usage)
+
+
+def _strip_fences(text: str) -> str:
+    """Drop a surrounding markdown code fence, which models often add around JSON."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        if stripped.rstrip().endswith("```"):
+            stripped = stripped.rstrip()[:-3]
+    return stripped.strip()
+
+
+def as_judge(judge: Any) -> Judge:
+    """A Judge from a Judge or a plain function.
+
+    Raises:
+        TypeError: ``judge`` is neither.
+    """
+    if isinstance(judge, Judge):
+        return judge
+    if callable(judge):
+        return FunctionJudge(judge)
+    raise TypeError(f"a judge needs an evaluate() method or must be a function, got {judge!r}")

@@ -1,0 +1,237 @@
+"""Agent nodes: run an agent as a graph node — build its context and prompt, write its answer.
+
+What an agent node writes, unless ``output_transform`` decides otherwise:
+
+- ``state.last_output`` (and ``data[output_key]`` when set) = the answer
+  (the parsed output model when the agent has an ``output_schema``, in ``output_key``);
+- ``state.messages``: the answer, named after the node; in a continuous
+  conversation also a transition marker and the node's tool traffic;
+- the node's usage, summed into ``GraphResult.total_usage``.
+
+Agent nodes retry through their judge only: the engine never retries them
+(``executor_retries = False``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from selectgraph._messages import Message, Role
+from selectgraph.agents._config import ContextMode
+from selectgraph.agents._context import BuiltContext, build_context
+from selectgraph.agents._prompts import (
+    PromptLayers,
+    narrative_for,
+    output_requirements,
+    revision_note,
+    transition_marker,
+)
+from selectgraph.agents._result import AgentChunk, AgentResult
+from selectgraph.graph._nodes import NodeContext
+from selectgraph.graph._output import NodeOutput, read_output
+from selectgraph.graph._policies import Conversation
+from selectgraph.graph._state import CONVERSATION_SUMMARY, LAST_OUTPUT, GraphState
+from selectgraph.graph._views import StateView, ViewWrites
+from selectgraph.observe._events import NodeChunk
+
+if TYPE_CHECKING:
+    from selectgraph.agents._agent import Agent
+    from selectgraph.graph._runner import Run
+
+__all__ = ["AgentNode"]
+
+InputTransform = Callable[[GraphState], "str | Message | Sequence[Message]"]
+OutputTransform = Callable[[AgentResult, GraphState], Any]
+
+
+class AgentNode:
+    """The adapter that runs an :class:`Agent` as one node of a graph."""
+
+    kind = "agent"
+    is_async = True
+    executor_retries = False
+    wants_context = True
+
+    def __init__(
+        self,
+        agent: Agent,
+        name: str,
+        *,
+        context_mode: ContextMode | str | None = None,
+        context_n: int = 6,
+        focus: str | None = None,
+        input_transform: InputTransform | None = None,
+        output_transform: OutputTransform | None = None,
+        output_key: str | None = None,
+        conversation: Conversation | None = None,
+        feedback_on_revisit: bool = True,
+    ) -> None:
+        """Configure how the agent runs at this node.
+
+        Args:
+            agent: The agent.
+            name: The node's name.
+            context_mode: What part of the conversation it sees (default LAST_MESSAGE,
+                or FULL in a continuous conversation).
+            context_n: Messages kept verbatim for LAST_N and SUMMARY.
+            focus: This node's own instructions (the innermost prompt layer);
+                defaults to the agent's ``instructions``.
+            input_transform: ``(state) -> prompt | message | messages``; replaces
+                the context mode (required for ContextMode.CUSTOM).
+            output_transform: ``(result, state) -> update``; replaces the default
+                writes (return a mapping, a GraphState, None or goto()).
+            output_key: Also write the answer (or parsed output) to ``data[output_key]``.
+            conversation: Overrides the graph's conversation threading for this node.
+            feedback_on_revisit: On a revisit, tell the agent which visit this is
+                and what it answered before.
+
+        Raises:
+            ValueError: an option is inconsistent, naming the node.
+        """
+        mode = ContextMode(context_mode) if context_mode is not None else None
+        if mode is ContextMode.CUSTOM and input_transform is None:
+            raise ValueError(f"node {name!r}: ContextMode.CUSTOM needs an input_transform")
+        if context_n < 1:
+            raise ValueError(f"node {name!r}: context_n must be at least 1, got {context_n}")
+        if conversation not in (None, "isolated", "continuous"):
+            raise ValueError(
+                f"node {name!r}: conversation must be 'isolated' or 'continuous', "
+                f"got {conversation!r}"
+            )
+        self.agent = agent
+        self.name = name
+        self.context_mode = mode
+        self.context_n = context_n
+        self.focus = focus
+        self.input_transform = input_transform
+        self.output_transform = output_transform
+        self.output_key = output_key
+        self.conversation = conversation
+        self.feedback_on_revisit = feedback_on_revisit
+
+    @property
+    def description(self) -> str:
+        """What this node does (its focus, else the agent's description)."""
+        return (self.focus or "").strip().split("\n")[0] or self.agent.description
+
+    async def __call__(self, state: StateView, context: NodeContext | None) -> NodeOutput:
+        assert context is not None
+        run: Run = context.runtime
+        settings = run.graph.settings
+        conversation = self.conversation or settings.conversation
+        continuous = conversation == "continuous"
+
+        built = await self._context(state, context, continuous, settings.compact_at_tokens)
+        layers = self._layers(state, context, run)
+        marker = (
+            transition_marker(self._previous_node(state), self.name, layers.focus)
+            if continuous
+            else None
+        )
+        system = layers.message()
+        messages = [
+            *([system] if system else []),
+            *built.messages,
+            *([marker] if marker else []),
+        ]
+        on_chunk = self._chunk_handler(run, context) if run.recorder.live else None
+        result = await self.agent.execute(
+            messages, name=self.name, goal=context.goal, on_chunk=on_chunk
+        )
+        usage = result.usage + built.usage
+        if self.output_transform is not None:
+            raw = self.output_transform(result, state)
+            if inspect.isawaitable(raw):
+                raw = await raw
+            output = read_output(raw, state, run.graph.nodes[self.name])
+        else:
+            output = NodeOutput(
+                self._update(result, built), self._messages(result, marker, continuous)
+            )
+        output.usage = usage if output.usage is None else output.usage + usage
+        output.agent_result = result
+        return output
+
+    # ------------------------------------------------------------ context
+    async def _context(
+        self, state: StateView, context: NodeContext, continuous: bool, compact_at: int
+    ) -> BuiltContext:
+        if self.input_transform is not None:
+            raw = self.input_transform(state)
+            if inspect.isawaitable(raw):
+                raw = await raw
+            if isinstance(raw, str):
+                return BuiltContext(messages=[Message.user(raw)])
+            if isinstance(raw, Message):
+                return BuiltContext(messages=[raw])
+            return BuiltContext(messages=list(raw))
+        mode = self.context_mode or (ContextMode.FULL if continuous else ContextMode.LAST_MESSAGE)
+        return await build_context(
+            state,
+            mode=mode,
+            n=self.context_n,
+            me=self.name,
+            provider=self.agent.provider,
+            model=self.agent.model,
+            compact_at_tokens=compact_at if continuous else None,
+        )
+
+    def _layers(self, state: StateView, context: NodeContext, run: Run) -> PromptLayers:
+        config = self.agent.config
+        schema = config.output_schema
+        parts = [
+            self.focus if self.focus is not None else config.instructions,
+            output_requirements(schema.model_json_schema() if schema else None),
+        ]
+        if self.feedback_on_revisit and context.visit > 1:
+            previous = context.previous.content if context.previous is not None else None
+            parts.append(revision_note(self.name, context.visit, previous))
+        goal = context.goal or self._user_request(state)
+        return PromptLayers(
+            identity=config.identity,
+            narrative=narrative_for(goal, run.graph.name, self.name, list(run.graph.nodes)),
+            focus="\n\n".join(part for part in parts if part),
+        )
+
+    @staticmethod
+    def _user_request(state: StateView) -> str:
+        """Without a graph goal, the user's first message is the best statement of it."""
+        for message in state.messages:
+            if message.role is Role.USER and not message.metadata.get("transition"):
+                return f"The user's request: {message.text}"
+        return ""
+
+    @staticmethod
+    def _previous_node(state: StateView) -> str | None:
+        for message in reversed(state.messages):
+            if message.role is Role.ASSISTANT and message.name:
+                return message.name
+        return None
+
+    # ------------------------------------------------------------- output
+    def _update(self, result: AgentResult, built: BuiltContext) -> dict[str, Any]:
+        update: dict[str, Any] = {LAST_OUTPUT: result.content}
+        if self.output_key is not None:
+            update[self.output_key] = result.output if result.output is not None else result.content
+        if built.summary is not None:
+            update[CONVERSATION_SUMMARY] = built.summary
+        return update
+
+    def _messages(
+        self, result: AgentResult, marker: Message | None, continuous: bool
+    ) -> ViewWrites:
+        if continuous:
+            # The thread keeps everything: the hand-over, tool traffic, the answer.
+            added = [*([marker] if marker else []), *result.new_messages]
+        else:
+            added = [result.new_messages[-1]] if result.new_messages else []
+        return ViewWrites(messages=added)
+
+    def _chunk_handler(self, run: Run, context: NodeContext) -> Callable[[AgentChunk], None]:
+        def forward(chunk: AgentChunk) -> None:
+            if chunk.delta:
+                run.recorder.record(NodeChunk, context.step, self.name, chunk.delta)
+
+        return forward
