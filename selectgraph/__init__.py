@@ -22,6 +22,8 @@ from selectgraph._errors import (
     VisitLimitExceeded,
 )
 from selectgraph._messages import Message, Role, ToolCall
+from selectgraph._sentinels import END
+from selectgraph._usage import Usage
 from selectgraph.agents import (
     Agent,
     AgentConfig,
@@ -35,8 +37,6 @@ from selectgraph.agents import (
     Verdict,
     tool,
 )
-from selectgraph._sentinels import END
-from selectgraph._usage import Usage
 from selectgraph.graph import (
     LAST_OUTPUT,
     STATE_KEY_LAST_OUTPUT,

@@ -48,6 +48,8 @@ class NodeDecl:
 
     name: str
     adapter: NodeAdapter | None = None
+    graph_node: AgentGraph | None = None
+    """A graph used as a node; compiled with its parent, so later changes count."""
     subgraph: SubgraphDecl | None = None
     reads: Sequence[str] | None = None
     writes: Sequence[str] | None = None
@@ -174,10 +176,27 @@ class AgentGraph:
         self._entry: str | None = None
         self._problems: list[Diagnostic] = []
         self._compiled: CompiledGraph | None = None
+        self._compiled_key: tuple[Any, ...] | None = None
+        self._version = 0
 
     # ------------------------------------------------------------ building
     def _changed(self) -> None:
         self._compiled = None
+        self._version += 1
+
+    def _children(self) -> list[AgentGraph]:
+        """The builders of graphs nested in this one (as nodes or subgraphs)."""
+        nested: list[AgentGraph] = []
+        for decl in self._nodes.values():
+            if decl.graph_node is not None:
+                nested.append(decl.graph_node)
+            elif decl.subgraph is not None and isinstance(decl.subgraph.graph, AgentGraph):
+                nested.append(decl.subgraph.graph)
+        return nested
+
+    def _cache_key(self) -> tuple[Any, ...]:
+        """Changes whenever this graph or any graph nested in it changes."""
+        return (self._version, *(child._cache_key() for child in self._children()))
 
     def _declare(self, decl: NodeDecl, next_node: str | EndType | Unset) -> None:
         name = decl.name
@@ -191,6 +210,7 @@ class AgentGraph:
                     node=name,
                 )
             )
+            self._changed()
             return
         self._nodes[name] = decl
         if not isinstance(next_node, Unset):
@@ -244,13 +264,19 @@ class AgentGraph:
                 f"node {name!r}: options {', '.join(sorted(options))} only apply to agent "
                 "nodes; a function node takes none"
             )
-        adapter = (
-            hook(name, **options) if hook is not None and options else make_adapter(name, node)
-        )
+        graph_node = node if isinstance(node, AgentGraph) and not options else None
+        adapter: NodeAdapter | None
+        if graph_node is not None:
+            adapter = None  # built at compile time, from the graph as it is then
+        elif hook is not None and options:
+            adapter = hook(name, **options)
+        else:
+            adapter = make_adapter(name, node)
         self._declare(
             NodeDecl(
                 name=name,
                 adapter=adapter,
+                graph_node=graph_node,
                 reads=list(reads) if reads is not None else None,
                 writes=list(writes) if writes is not None else None,
                 optional_writes=list(optional_writes) if optional_writes is not None else None,
@@ -348,6 +374,11 @@ class AgentGraph:
             raise ValueError(
                 f"add_edge(on=...) must be 'success', 'failure' or 'always', got {on!r}"
             )
+        if condition is not None and not (isinstance(condition, str) or callable(condition)):
+            raise TypeError(
+                f"add_edge({source!r}, {target!r}): condition must be a safe expression string "
+                f"or a function of the state, got {condition!r}"
+            )
         self._edges.append(
             EdgeDecl(
                 source=source,
@@ -378,6 +409,7 @@ class AgentGraph:
                 key, or ``goto(target, update)``. May be async.
             path_map: Allowed return values and the node each means (a list of
                 node names maps each to itself). Checked when the graph is built.
+                END is always allowed, listed or not: stopping needs no node.
             on: Which outcomes of ``source`` the router decides for.
         """
         if not callable(router):
@@ -525,8 +557,10 @@ class AgentGraph:
         Raises:
             GraphBuildError: listing every error found.
         """
-        if self._compiled is None:
+        key = self._cache_key()
+        if self._compiled is None or self._compiled_key != key:
             self._compiled = compile_graph(self)
+            self._compiled_key = key
         return self._compiled
 
     # --------------------------------------------------------------- running

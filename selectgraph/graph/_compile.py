@@ -16,9 +16,8 @@ from selectgraph._sentinels import END, EndType
 from selectgraph.graph._compiled import CompiledGraph
 from selectgraph.graph._edges import Edge, NodeRoutes, RouteContext
 from selectgraph.graph._nodes import NodeSpec
-from selectgraph.graph._safe_eval import Condition, ConditionSyntaxError, parse_condition
+from selectgraph.graph._safe_eval import ALIASES, Condition, ConditionSyntaxError, parse_condition
 from selectgraph.graph._schema import StateSchema, build_schema
-from selectgraph.graph._state import RESERVED_KEYS
 from selectgraph.graph._subgraph import Projection, SubgraphAdapter, check_projection
 
 if TYPE_CHECKING:
@@ -35,14 +34,18 @@ class _Compiler:
     def __init__(self, graph: AgentGraph) -> None:
         self.graph = graph
         self.diagnostics: list[Diagnostic] = []
+        self.broken_sources: set[str] = set()
+        """Nodes with an edge already reported as broken (no dead-end report on top)."""
 
     def error(self, category: str, message: str, node: str | None = None) -> None:
-        self.diagnostics.append(Diagnostic(category=category, message=message, node=node))
+        self._add(Diagnostic(category=category, message=message, node=node))
 
     def warn(self, category: str, message: str, node: str | None = None) -> None:
-        self.diagnostics.append(
-            Diagnostic(category=category, message=message, node=node, severity="warning")
-        )
+        self._add(Diagnostic(category=category, message=message, node=node, severity="warning"))
+
+    def _add(self, diagnostic: Diagnostic) -> None:
+        if diagnostic not in self.diagnostics:  # e.g. an "always" edge checked twice
+            self.diagnostics.append(diagnostic)
 
     # ---------------------------------------------------------------- main
     def compile(self) -> CompiledGraph:
@@ -108,12 +111,20 @@ class _Compiler:
         adapter = decl.adapter
         if decl.subgraph is not None:
             adapter = self.subgraph_adapter(decl.subgraph, schema)
+        elif decl.graph_node is not None:
+            child = self.compile_child(name, decl.graph_node)
+            adapter = child.__selectgraph_node__(name) if child is not None else None
         if adapter is None:
             return None
-        if decl.max_visits is not None and decl.max_visits < 0:
+        if decl.max_visits is not None and (
+            isinstance(decl.max_visits, bool)
+            or not isinstance(decl.max_visits, int)
+            or decl.max_visits < 0
+        ):
             self.error(
                 "invalid_max_visits",
-                f"node {name!r}: max_visits must be >= 1, or 0/None for unlimited",
+                f"node {name!r}: max_visits must be an integer >= 1, or 0/None for unlimited, "
+                f"got {decl.max_visits!r}",
                 name,
             )
         for what, keys in (
@@ -155,16 +166,22 @@ class _Compiler:
             metadata=dict(decl.metadata),
         )
 
+    def compile_child(self, name: str, graph: AgentGraph | CompiledGraph) -> CompiledGraph | None:
+        """``graph`` compiled; its problems are reported as this node's."""
+        if isinstance(graph, CompiledGraph):
+            return graph
+        try:
+            return graph.compile()
+        except GraphBuildError as error:
+            for problem in error.diagnostics:
+                self.error(problem.category, f"in subgraph {name!r}: {problem.message}", name)
+            return None
+
     def subgraph_adapter(self, decl: SubgraphDecl, parent: StateSchema) -> SubgraphAdapter | None:
         name = decl.node
-        child = decl.graph
-        if not isinstance(child, CompiledGraph):
-            try:
-                child = child.compile()
-            except GraphBuildError as error:
-                for problem in error.diagnostics:
-                    self.error(problem.category, f"in subgraph {name!r}: {problem.message}", name)
-                return None
+        child = self.compile_child(name, decl.graph)
+        if child is None:
+            return None
         uses_maps = decl.input_map is not None or decl.output_map is not None
         uses_sets = decl.projects_in is not None or decl.projects_out is not None
         if uses_maps and uses_sets:
@@ -219,6 +236,8 @@ class _Compiler:
             edge = self.edge(decl, decls, schema)
             if edge is not None:
                 edges.append(edge)
+            elif isinstance(decl.source, str):
+                self.broken_sources.add(decl.source)
         return edges
 
     def edge(
@@ -227,7 +246,8 @@ class _Compiler:
         source = decl.source
         ok = True
         if source is END:
-            self.error("edge_from_end", "an edge leaves END; END is terminal")
+            target = "a router" if decl.target is None else _target_name(decl.target)
+            self.error("edge_from_end", f"the edge END -> {target} leaves END; END is terminal")
             return None
         if source not in decls:
             self.error(
@@ -243,12 +263,14 @@ class _Compiler:
             if isinstance(raw, str):
                 try:
                     condition = parse_condition(raw)
+                    self.check_condition_names(condition, source, schema)
                 except ConditionSyntaxError as exc:
                     self.error(
-                        "unsafe_condition", f"edge {source!r} -> {decl.target!r}: {exc}", source
+                        "unsafe_condition",
+                        f"edge {source!r} -> {_target_name(decl.target)}: {exc}",
+                        source,
                     )
-                    return None
-                self.check_condition_names(condition, source, schema)
+                    ok = False  # keep checking the edge, so every problem is reported
                 label = label or raw
             else:
                 condition = raw
@@ -332,9 +354,7 @@ class _Compiler:
     def check_condition_names(self, condition: Condition, source: str, schema: StateSchema) -> None:
         if schema.fields is None or schema.allow_extra:
             return
-        unknown = sorted(
-            n for n in condition.names if n not in schema.fields and n not in RESERVED_KEYS
-        )
+        unknown = sorted(n for n in condition.names if n not in schema.fields and n not in ALIASES)
         if unknown:
             self.error(
                 "unknown_state_key",
@@ -354,7 +374,7 @@ class _Compiler:
             failure = self.ordered(
                 name, [e for e in node_edges if e.trigger != "success"], " on failure"
             )
-            if not success and decls[name].destinations is None:
+            if not success and decls[name].destinations is None and name not in self.broken_sources:
                 self.error(
                     "dead_end_node",
                     f"node {name!r} has no outgoing edge for success; add_edge({name!r}, END) "

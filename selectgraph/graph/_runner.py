@@ -212,8 +212,9 @@ class Run:
                     target = self._check_goto(spec, goto)
                     record(EdgeFired, step, name, target, "goto", "")
                 elif ok and routes.static_success is not None:
-                    target = routes.static_success.target  # type: ignore[assignment]
-                    record(EdgeFired, step, name, target, "static", "")
+                    edge = routes.static_success
+                    target = edge.target  # type: ignore[assignment]
+                    record(EdgeFired, step, name, target, "static", edge.label)
                 elif ok and routes.simple is not None:
                     edge = match_simple(name, routes, state)
                     target = edge.target  # type: ignore[assignment]

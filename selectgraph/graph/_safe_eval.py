@@ -72,6 +72,20 @@ class MissingStateKey(KeyError):
     """A condition names a state key the state does not have."""
 
 
+ALIASES: Final = {"last_output": "__last_output__"}
+"""Names conditions may use for engine keys (dunder names are not allowed)."""
+
+
+def _lookup(data: Mapping[str, Any], name: str) -> Any:
+    try:
+        return data[name]
+    except KeyError:
+        alias = ALIASES.get(name)
+        if alias is not None and alias in data:
+            return data[alias]
+        raise MissingStateKey(name) from None
+
+
 @dataclass(frozen=True, slots=True)
 class Condition:
     """A parsed condition; call it with ``state.data`` to get a bool."""
@@ -143,10 +157,7 @@ class _Compiler:
         self._names.add(name)
 
         def read(data: Mapping[str, Any]) -> Any:
-            try:
-                return data[name]
-            except KeyError:
-                raise MissingStateKey(name) from None
+            return _lookup(data, name)
 
         return read
 
@@ -214,7 +225,7 @@ class _Compiler:
             try:
                 value = data[name]
             except KeyError:
-                raise MissingStateKey(name) from None
+                value = _lookup(data, name)
             return test(value, literal)
 
         return compare

@@ -14,10 +14,11 @@ from __future__ import annotations
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, get_type_hints, is_typeddict
+from typing import Any, Final, get_type_hints
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
+from typing_extensions import is_typeddict
 
 from selectgraph._errors import Diagnostic, StateValidationError
 from selectgraph.graph._reducers import Reducer, as_reducer, last_write_wins, reducers_equal
@@ -187,8 +188,11 @@ def build_schema(
         if fields is not None and name not in fields:
             diagnostics.append(
                 Diagnostic(
-                    category="mapping_references_undeclared_field",
-                    message=f"reducers names {name!r}, which is not a field of {source}",
+                    category="unknown_state_key",
+                    message=(
+                        f"reducers names {name!r}, which is not a field of {source} "
+                        f"(fields: {', '.join(sorted(fields))})"
+                    ),
                 )
             )
             continue

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from selectgraph._errors import GraphSpecError
+from selectgraph._errors import GraphSpecError, ReducerConfigurationError
 from selectgraph._sentinels import END, EndType
 from selectgraph.graph._builder import AgentGraph
 from selectgraph.graph._policies import ErrorPolicy, LoopAction, MaxStepsAction, RetryPolicy
@@ -134,6 +134,17 @@ class NodeEntry(_Strict):
         mapping = (self.input_map, self.output_map, self.projects_in, self.projects_out)
         if self.call is not None and any(value is not None for value in mapping):
             raise ValueError("input_map/output_map/projects_in/projects_out need 'subgraph'")
+        if self.subgraph is not None:
+            call_only = {
+                "reads": self.reads,
+                "writes": self.writes,
+                "optional_writes": self.optional_writes,
+                "destinations": self.destinations,
+                "options": self.options or None,
+            }
+            given = sorted(name for name, value in call_only.items() if value is not None)
+            if given:
+                raise ValueError(f"{', '.join(given)} apply to 'call' nodes, not subgraphs")
         return self
 
 
@@ -146,7 +157,8 @@ class EdgeEntry(_Strict):
     """A safe expression, or ``module:attribute`` of a predicate."""
     router: str | None = None
     """``module:attribute`` of a router function."""
-    path_map: dict[str, str] | list[str] | None = None
+    path_map: dict[str | int | bool, str] | list[str] | None = None
+    """Router return value -> target; YAML ``yes``/``no`` keys arrive as booleans."""
     on: Literal["success", "failure", "always"] = "success"
     label: str | None = None
 
@@ -194,10 +206,10 @@ class GraphSpec(_Strict):
             return cls.model_validate(dict(data))
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(part) for part in err['loc']) or '<root>'}: {err['msg']}"
+                f"{_place(err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
                 for err in exc.errors()
             )
-            raise GraphSpecError(f"invalid graph spec: {problems}") from None
+            raise GraphSpecError(problems) from None
 
     @classmethod
     def from_yaml(cls, source: str | Path) -> GraphSpec:
@@ -253,16 +265,39 @@ class GraphSpec(_Strict):
         return graph
 
 
+def _place(loc: tuple[int | str, ...]) -> str:
+    """A validation error's location as ``nodes.classify.call`` / ``edges[2].to``."""
+    place = ""
+    for part in loc:
+        place += f"[{part}]" if isinstance(part, int) else (f".{part}" if place else str(part))
+    return place or "<root>"
+
+
 def _read(source: str | Path, suffixes: tuple[str, ...]) -> str:
-    if isinstance(source, Path) or (
-        isinstance(source, str) and "\n" not in source and source.endswith(suffixes)
-    ):
+    """The text of ``source``, reading it when it names a file.
+
+    A Path, a name with a known suffix, or the name of an existing file is a
+    file; anything else is the document itself.
+    """
+    looks_like_path = (
+        isinstance(source, str)
+        and "\n" not in source
+        and (source.endswith(suffixes) or _is_file(source))
+    )
+    if isinstance(source, Path) or looks_like_path:
         path = Path(source)
         try:
             return path.read_text()
         except OSError as exc:
             raise GraphSpecError(f"cannot read {path}: {exc}") from None
-    return source
+    return str(source)
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except OSError:  # not a usable path at all (too long, bad characters): it is text
+        return False
 
 
 def _require_mapping(data: Any) -> Mapping[str, Any]:
@@ -288,7 +323,13 @@ def _reducer(spec: str | dict[str, dict[str, Any]], where: str) -> Any:
     ((factory, kwargs),) = spec.items()
     if factory not in _REDUCER_FACTORIES:
         raise GraphSpecError(f"{where}: unknown reducer factory {factory!r}")
-    return _REDUCER_FACTORIES[factory](**kwargs)
+    try:
+        return _REDUCER_FACTORIES[factory](**kwargs)
+    except ReducerConfigurationError as exc:
+        # Keep the category (reducer_configuration_invalid), add where it is.
+        raise ReducerConfigurationError(f"{where}: {exc.diagnostics[0].message}") from None
+    except TypeError as exc:
+        raise GraphSpecError(f"{where}: {factory}: {exc}") from None
 
 
 def _add_node(graph: AgentGraph, name: str, node: NodeEntry) -> None:
@@ -348,10 +389,11 @@ def _add_edge(graph: AgentGraph, edge: EdgeEntry, where: str) -> None:
         graph.add_conditional_edge(edge.source, router, path_map, on=edge.on)
         return
     assert edge.to is not None
+    source: Any = _target(edge.source)  # "END" as a source is reported as edge_from_end
     condition: Any = edge.condition
     if condition is not None and _looks_like_reference(condition):
         condition = load_reference(condition, f"{where}.condition")
-    graph.add_edge(edge.source, _target(edge.to), condition=condition, on=edge.on, label=edge.label)
+    graph.add_edge(source, _target(edge.to), condition=condition, on=edge.on, label=edge.label)
 
 
 def _looks_like_reference(text: str) -> bool:

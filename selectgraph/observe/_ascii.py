@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from selectgraph._sentinels import END, EndType
+from selectgraph.observe._fired import FiredEdges
 
 if TYPE_CHECKING:
     from selectgraph.graph._compiled import CompiledGraph
@@ -14,7 +15,8 @@ __all__ = ["render_ascii"]
 
 
 def _name(target: str | EndType | None) -> str:
-    return "END" if target is END else str(target)
+    # The stop target is drawn distinctly, so a node that happens to be named "END" is not.
+    return "(END)" if target is END else str(target)
 
 
 def render_ascii(graph: CompiledGraph, result: GraphResult | None = None) -> str:
@@ -26,29 +28,24 @@ def render_ascii(graph: CompiledGraph, result: GraphResult | None = None) -> str
         kind = spec.adapter.kind
         extra = f"  max_visits={spec.max_visits}" if spec.max_visits else ""
         lines.append(f"{marker} [{kind}] {name}{extra}")
-    fired = set(result.fired_edges) if result is not None else set()
+    fired = FiredEdges(result)
     lines += ["", "Edges:"]
     for edge in graph.edges:
         when = "" if edge.trigger == "success" else f" on {edge.trigger}"
         if edge.kind in ("router", "llm"):
-            targets = (
-                sorted({_name(t) for t in edge.path_map.values()})
-                if edge.path_map is not None
-                else ["any"]
-            )
-            if edge.kind == "llm":
-                targets.append(f"fallback {_name(edge.target)}")
-            star = (
-                "*"
-                if any((edge.source, t) in fired for t in graph.targets_of(edge.source))
-                else " "
-            )
-            how = "router " + edge.label if edge.kind == "router" else "llm_decide"
-            lines.append(f"{star} {edge.source} --{how}{when}--> {' | '.join(targets)}")
+            choices = list(edge.path_map.values()) if edge.path_map is not None else []
+            names = sorted({_name(t) for t in choices}) or ["any"]
+            if edge.kind == "llm" and edge.target is not None:
+                choices.append(edge.target)
+                names.append(f"fallback {_name(edge.target)}")
+            candidates = choices or graph.targets_of(edge.source)
+            star = "*" if any(fired.took(edge, t) for t in candidates) else " "
+            how = f"router {edge.label}" if edge.kind == "router" else "llm_decide"
+            lines.append(f"{star} {edge.source} --{how}{when}--> {' | '.join(names)}")
             continue
-        label = f"[{edge.label}]" if edge.kind == "condition" else ""
+        label = f"[{edge.label}]" if edge.label else ""
         arrow = f"--{label}{when}-->" if (label or when) else "-->"
-        star = "*" if (edge.source, edge.target) in fired else " "
+        star = "*" if edge.target is not None and fired.took(edge, edge.target) else " "
         lines.append(f"{star} {edge.source} {arrow} {_name(edge.target)}")
     if result is not None:
         lines += ["", f"Run: {' -> '.join(result.node_order)} ({result.stop_reason})"]

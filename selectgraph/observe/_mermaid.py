@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from selectgraph._sentinels import END, EndType
+from selectgraph.observe._fired import FiredEdges
 
 if TYPE_CHECKING:
     from selectgraph.graph._compiled import CompiledGraph
@@ -14,14 +14,8 @@ if TYPE_CHECKING:
 
 __all__ = ["render_mermaid"]
 
+_START_ID = "__start__"
 _END_ID = "__end__"
-
-
-def _node_id(name: str | EndType) -> str:
-    if name is END:
-        return _END_ID
-    safe = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
-    return f"n_{safe}"
 
 
 def _escape(text: str) -> str:
@@ -42,20 +36,25 @@ def _links(graph: CompiledGraph, edge: Edge) -> list[tuple[str | EndType, str, s
         return links
     if edge.target is None:
         return []
-    return [(edge.target, edge.label if edge.kind != "static" else "", "-->")]
+    return [(edge.target, edge.label, "-->")]
 
 
 def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> str:
-    """A ``flowchart TD`` of ``graph``; with ``result``, fired edges are drawn thick and red."""
-    lines = ["flowchart TD"]
-    lines.append(f'    {_node_id(graph.entry)}_start(["start"]) --> {_node_id(graph.entry)}')
+    """A ``flowchart TD`` of ``graph``; with ``result``, fired edges are drawn thick and red.
+
+    Node ids are positional (``n0``, ``n1``, ...), so any node name, spaces and
+    punctuation included, gets a valid and unique id; names appear as labels.
+    """
+    ids: dict[str | EndType, str] = {name: f"n{i}" for i, name in enumerate(graph.nodes)}
+    ids[END] = _END_ID
+    lines = ["flowchart TD", f'    {_START_ID}(["start"]) --> {ids[graph.entry]}']
     for name, spec in graph.nodes.items():
         kind = spec.adapter.kind
         label = name if kind == "function" else f"{name} ({kind})"
-        lines.append(f'    {_node_id(name)}["{_escape(label)}"]')
+        lines.append(f'    {ids[name]}["{_escape(label)}"]')
     lines.append(f'    {_END_ID}(["END"])')
 
-    fired = set(result.fired_edges) if result is not None else set()
+    fired = FiredEdges(result)
     link_index = 1  # link 0 is the start arrow
     highlighted: list[int] = []
     for edge in graph.edges:
@@ -63,21 +62,21 @@ def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> s
             if edge.trigger != "success":
                 label = f"on {edge.trigger}" + (f": {label}" if label else "")
             text = f'|"{_escape(label)}"|' if label else ""
-            lines.append(f"    {_node_id(edge.source)} {arrow}{text} {_node_id(target)}")
-            if (edge.source, target) in fired:
+            lines.append(f"    {ids[edge.source]} {arrow}{text} {ids[target]}")
+            if fired.took(edge, target):
                 highlighted.append(link_index)
             link_index += 1
     for name, spec in graph.nodes.items():
         for target in spec.destinations or ():
-            lines.append(f'    {_node_id(name)} -.->|"goto"| {_node_id(target)}')
-            if (name, target) in fired:
+            lines.append(f'    {ids[name]} -.->|"goto"| {ids[target]}')
+            if fired.took_goto(name, target):
                 highlighted.append(link_index)
             link_index += 1
     for index in highlighted:
         lines.append(f"    linkStyle {index} stroke:#d33,stroke-width:3px")
     if result is not None:
-        visited = sorted(set(result.node_order))
+        visited = sorted(set(result.node_order), key=list(graph.nodes).index)
         if visited:
             lines.append("    classDef visited fill:#fde8e8,stroke:#d33")
-            lines.append(f"    class {','.join(_node_id(n) for n in visited)} visited")
+            lines.append(f"    class {','.join(ids[n] for n in visited)} visited")
     return "\n".join(lines)
