@@ -52,7 +52,13 @@ def encode(value: Any, path: str) -> Any:
         return {TAG: "enum", "cls": _class_path(type(value), path), "v": encode(value.value, path)}
     if isinstance(value, BaseModel):
         cls = _class_path(type(value), path)
-        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        # Keyed by alias where there is one, as model_validate expects, plus any
+        # extra fields a model with extra="allow" holds.
+        fields = {
+            info.alias or name: getattr(value, name)
+            for name, info in type(value).model_fields.items()
+        }
+        fields.update(value.__pydantic_extra__ or {})
         return {TAG: "model", "cls": cls, "v": _encode_dict(fields, path)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         cls = _class_path(type(value), path)
@@ -79,7 +85,7 @@ def _encode_scalar(value: Any, path: str) -> Any:
     if isinstance(value, dt.time):
         return {TAG: "time", "v": value.isoformat()}
     if isinstance(value, dt.timedelta):
-        return {TAG: "timedelta", "v": value.total_seconds()}
+        return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
     if isinstance(value, Decimal):
         return {TAG: "decimal", "v": str(value)}
     if isinstance(value, uuid.UUID):
@@ -151,7 +157,13 @@ def _decode_model(raw: Any, whole: dict[str, Any]) -> Any:
 
 def _decode_dataclass(raw: Any, whole: dict[str, Any]) -> Any:
     cls = _import_class(whole["cls"])
-    return cls(**decode(raw))
+    values = decode(raw)
+    init = {f.name for f in dataclasses.fields(cls) if f.init}
+    instance = cls(**{k: v for k, v in values.items() if k in init})
+    for name, value in values.items():
+        if name not in init:  # init=False fields are restored after construction
+            object.__setattr__(instance, name, value)
+    return instance
 
 
 def _decode_enum(raw: Any, whole: dict[str, Any]) -> Any:
@@ -168,7 +180,7 @@ _DECODERS: dict[str, Any] = {
     "datetime": lambda raw, _: dt.datetime.fromisoformat(raw),
     "date": lambda raw, _: dt.date.fromisoformat(raw),
     "time": lambda raw, _: dt.time.fromisoformat(raw),
-    "timedelta": lambda raw, _: dt.timedelta(seconds=raw),
+    "timedelta": lambda raw, _: dt.timedelta(days=raw[0], seconds=raw[1], microseconds=raw[2]),
     "decimal": lambda raw, _: Decimal(raw),
     "uuid": lambda raw, _: uuid.UUID(raw),
     "path": lambda raw, _: Path(raw),

@@ -21,6 +21,7 @@ from selectgraph.graph._policies import (
     MaxStepsAction,
     RetryPolicy,
 )
+from selectgraph.graph._reducers import owned
 from selectgraph.graph._result import GraphResult
 from selectgraph.graph._runner import Run, Sleep, blocking_sleep, new_run_id
 from selectgraph.graph._schema import StateSchema
@@ -38,8 +39,6 @@ T = TypeVar("T")
 
 GraphInput = GraphState | Mapping[str, Any] | str | None
 """What a run starts from: a state, a mapping of data, a user prompt, or nothing."""
-
-_COPIERS: dict[type, Any] = {list: list, dict: dict, set: set}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,10 +142,8 @@ class CompiledGraph:
         # Reducers may extend their field in place; give them containers nobody else holds.
         data = state.data
         for key in self.schema.reducers:
-            value_ = data.get(key)
-            copier = _COPIERS.get(type(value_))
-            if copier is not None:
-                data[key] = copier(value_)
+            if key in data:
+                data[key] = owned(data[key])
         return state
 
     def start_run(

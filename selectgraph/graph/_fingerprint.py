@@ -46,17 +46,52 @@ _NONE: Final = 0x5B5B_5B5B_5B5B_5B5B % MOD
 _NONCE: Final = secrets.randbits(60)
 
 
+_MASK64: Final = (1 << 64) - 1
+_INT: Final = 0x6A09E667F3BCC908
+_FLOAT: Final = 0xBB67AE8584CAA73B
+_STR: Final = 0x3C6EF372FE94F82B
+_BYTES: Final = 0xA54FF53A5F1D36F1
+_PAIR: Final = 0x9E3779B97F4A7C15
+
+
+def _scramble(x: int) -> int:
+    """A 64-bit avalanche mix (splitmix64's finaliser), reduced into ``[0, MOD)``.
+
+    Sums of scrambled values do not cancel the way sums of raw integers do
+    (``{1, 4}`` vs ``{2, 3}``), so sets and dicts can be fingerprinted by summing.
+    """
+    x &= _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (x ^ (x >> 31)) % MOD
+
+
 def _mix(a: int, b: int) -> int:
-    return hash((a, b)) % MOD
+    """An order-sensitive combination of two fingerprints (a dict entry, a type and its body)."""
+    return _scramble(a * _PAIR + b)
+
+
+def _int_fingerprint(value: int) -> int:
+    # Python's hash(-1) == hash(-2); the value itself, reduced, keeps them apart.
+    # Scalars are only tagged, not scrambled: the sums that must not cancel
+    # (sets, dict entries) scramble their terms themselves.
+    return ((value % MOD) ^ _INT) % MOD
 
 
 def fingerprint(value: Any) -> int:
     """A structural hash of ``value``: equal values get equal fingerprints."""
     kind = type(value)
-    if kind is str or kind is int or kind is float or kind is bool or kind is bytes:
-        return hash(value) % MOD
+    if kind is int or kind is bool:
+        return _int_fingerprint(value)
+    if kind is str:
+        return ((hash(value) % MOD) ^ _STR) % MOD
     if value is None:
         return _NONE
+    if kind is float:
+        # 1.0 == 1, so an integral float must fingerprint like the int.
+        if value.is_integer():
+            return _int_fingerprint(int(value))
+        return ((hash(value) % MOD) ^ _FLOAT) % MOD
     if kind is list:
         return (_LIST + _rolling(0, value)) % MOD
     if kind is dict:
@@ -64,19 +99,38 @@ def fingerprint(value: Any) -> int:
     if kind is tuple:
         return (_TUPLE + _rolling(0, value)) % MOD
     if kind is set or kind is frozenset:
-        return (_SET + sum(fingerprint(item) for item in value)) % MOD
+        return (_SET + _set_sum(value)) % MOD
+    if kind is bytes:
+        return ((hash(value) % MOD) ^ _BYTES) % MOD
+    return _structured(value, kind)
+
+
+def _structured(value: Any, kind: type) -> int:
+    """Fingerprints of models, dataclasses, and subclasses of the built-in containers."""
     if isinstance(value, BaseModel):
         fields = {name: getattr(value, name) for name in type(value).model_fields}
+        fields.update(value.__pydantic_extra__ or {})
         return _mix(id(kind), _dict_sum(fields))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        # Only the fields == compares, so equal instances fingerprint alike.
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.compare}
         return _mix(id(kind), _dict_sum(fields))
-    if isinstance(value, list | tuple):
-        return _mix(id(kind), _rolling(0, value))
+    # Subclasses compare equal to their base (a namedtuple to a tuple, an
+    # OrderedDict to a dict), so they fingerprint as their base does.
+    if isinstance(value, tuple):
+        return (_TUPLE + _rolling(0, value)) % MOD
+    if isinstance(value, list):
+        return (_LIST + _rolling(0, value)) % MOD
     if isinstance(value, Mapping):
-        return _mix(id(kind), _dict_sum(value))
+        return (_DICT + _dict_sum(value)) % MOD
+    if isinstance(value, set | frozenset):
+        return (_SET + _set_sum(value)) % MOD
+    if isinstance(value, int):
+        return _int_fingerprint(int(value))
+    if isinstance(value, str):
+        return ((hash(str(value)) % MOD) ^ _STR) % MOD
     try:
-        return hash(value) % MOD
+        return _scramble(hash(value))
     except TypeError:
         # Unhashable object without structure we know: identity is all we can tell.
         return _mix(id(kind), id(value))
@@ -91,6 +145,10 @@ def _rolling(start: int, items: Iterable[Any]) -> int:
 
 def _dict_sum(mapping: Mapping[Any, Any]) -> int:
     return sum(_mix(fingerprint(k), fingerprint(v)) for k, v in mapping.items()) % MOD
+
+
+def _set_sum(items: Iterable[Any]) -> int:
+    return sum(_scramble(fingerprint(item)) for item in items) % MOD
 
 
 def list_extend_fingerprint(old: int, items: Sequence[Any]) -> int:

@@ -14,7 +14,7 @@ from typing import Any, Final
 from selectgraph._errors import ReducerError
 from selectgraph.graph._fingerprint import MOD, StateFingerprint, fingerprint
 from selectgraph.graph._output import NodeOutput
-from selectgraph.graph._reducers import MISSING, Reducer
+from selectgraph.graph._reducers import MISSING, Reducer, owned
 from selectgraph.graph._schema import StateSchema
 from selectgraph.graph._state import RESERVED_KEYS, GraphState
 
@@ -23,7 +23,6 @@ __all__ = ["Merger"]
 _DELETE: Final = 0
 _ASSIGN: Final = 1
 _REDUCE: Final = 2
-_COPIERS: Final[dict[type, Any]] = {list: list, dict: dict, set: set}
 
 
 class Merger:
@@ -95,9 +94,7 @@ class Merger:
                 pending[key] = MISSING
             for key, value in writes.assignments.items():
                 if key in reducers:
-                    copier = _COPIERS.get(type(value))
-                    if copier is not None:  # reducers may extend in place: own the container
-                        value = copier(value)
+                    value = owned(value)  # reducers may extend it in place later
                 ops.append((_ASSIGN, key, value, None))
                 pending[key] = value
         for key, value in output.update.items():

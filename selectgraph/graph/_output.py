@@ -102,23 +102,34 @@ def _writes_from_state(returned: GraphState, view: StateView, node: str) -> View
     for key, value in returned.metadata.items():
         if key not in live.metadata or live.metadata[key] != value:
             writes.metadata[key] = value
-    writes.messages = writes.messages + _appended(
-        returned.messages, live.messages, node, "messages"
-    )
-    writes.history = writes.history + _appended(returned.history, live.history, node, "history")
+    writes.messages = _appended(returned.messages, live.messages, writes.messages, node, "messages")
+    writes.history = _appended(returned.history, live.history, writes.history, node, "history")
     return writes
 
 
-def _appended(returned: Any, live: Any, node: str, what: str) -> list[Any]:
+def _appended(returned: Any, live: Any, via_view: list[Any], node: str, what: str) -> list[Any]:
+    """Entries to append, given the returned state's list, the live one, and the view's appends.
+
+    A returned state that leaves the list out (or repeats a prefix of it) adds
+    nothing; one that extends it adds the extension. Appends already made
+    through the view and repeated in the returned state (``state.snapshot()``)
+    count once.
+    """
     returned_list = list(returned)
-    known = len(live)
-    if returned_list[:known] != list(live):
+    live_list = list(live)
+    known = len(live_list)
+    if len(returned_list) <= known and returned_list == live_list[: len(returned_list)]:
+        return via_view
+    if returned_list[:known] != live_list:
         raise NodeContractError(
             f"node {node!r} returned a GraphState whose {what} rewrite earlier entries; "
             f"nodes may only append to {what}",
             node=node,
         )
-    return returned_list[known:]
+    extension = returned_list[known:]
+    if via_view and extension[: len(via_view)] == via_view:
+        return extension
+    return [*via_view, *extension]
 
 
 def _check_declared_writes(output: NodeOutput, spec: NodeSpec) -> None:

@@ -188,12 +188,16 @@ class _ListExtend(Reducer):
     def apply(self, current: Any, plan: Any, scratch: Any) -> tuple[Any, Any]:
         if current is MISSING or current is None:
             return list(plan), None
+        if type(current) is not list:  # e.g. a tuple from a checkpoint: own a list
+            current = list(current)
         current.extend(plan)
         return current, None
 
     def fingerprint_after(self, old: int, current: Any, plan: Any) -> int:
         if current is MISSING or current is None:
             return fingerprint(list(plan))
+        if type(current) is not list:
+            return fingerprint([*current, *plan])
         return list_extend_fingerprint(old, plan)
 
 
@@ -453,6 +457,8 @@ class _MergeByKey(Reducer):
 
     def apply(self, current: Any, plan: Any, scratch: Any) -> tuple[Any, Any]:
         value = [] if current is MISSING or current is None else current
+        if type(value) is not list:
+            value = list(value)
         for index, item in plan.replacements.items():
             value[index] = item
         positions = plan.positions
@@ -464,6 +470,8 @@ class _MergeByKey(Reducer):
     def fingerprint_after(self, old: int, current: Any, plan: Any) -> int:
         if current is MISSING or current is None:
             return fingerprint(list(plan.appended))
+        if type(current) is not list:
+            return fingerprint(self(current, [*plan.replacements.values(), *plan.appended]))
         result = old
         for index, item in plan.replacements.items():
             result = list_replace_fingerprint(result, index, current[index], item, len(current))
@@ -487,12 +495,16 @@ class _DictMerge(Reducer):
     def apply(self, current: Any, plan: Any, scratch: Any) -> tuple[Any, Any]:
         if current is MISSING or current is None:
             return dict(plan), None
+        if type(current) is not dict:  # e.g. a mappingproxy: own a dict
+            current = dict(current)
         current.update(plan)
         return current, None
 
     def fingerprint_after(self, old: int, current: Any, plan: Any) -> int:
         if current is MISSING or current is None:
             return fingerprint(dict(plan))
+        if type(current) is not dict:
+            return fingerprint({**current, **plan})
         return dict_merge_fingerprint(old, current, plan)
 
 
@@ -548,6 +560,9 @@ merge_all: Final[Reducer] = _MergeAll()
 def bounded_append(max_len: int) -> Reducer:
     """Append, then drop the oldest items so at most ``max_len`` remain.
 
+    The bound is applied when items are added: an empty update leaves the list
+    as it is, even if it was already longer (OpenArmature's rule).
+
     Raises:
         ReducerConfigurationError: ``max_len`` is not an integer >= 1.
     """
@@ -574,6 +589,22 @@ def merge_by_key(key: Callable[[Any], Hashable] | str) -> Reducer:
         ReducerConfigurationError: ``key`` is ``None``.
     """
     return _MergeByKey(key)
+
+
+def owned(value: Any) -> Any:
+    """A container the engine may change in place: plain list/dict/set copies of ``value``.
+
+    Subclasses and read-only mappings (a tuple, an OrderedDict, a mappingproxy)
+    become the plain type, so in-place reducers always work on an object that
+    nobody outside the engine holds.
+    """
+    if isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, set | frozenset):
+        return set(value)
+    return value
 
 
 def reducers_equal(a: Reducer, b: Reducer) -> bool:

@@ -192,7 +192,7 @@ class Run:
                     if call is not None:
                         view = StateView(state, name)
                         raw = call(view)
-                        if type(raw) is dict and view._data is None and spec.writes is None:
+                        if type(raw) is dict and not view.touched and spec.writes is None:
                             output = NodeOutput(raw)  # the common case, without read_output()
                         else:
                             output = read_output(raw, view, spec)

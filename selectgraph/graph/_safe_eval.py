@@ -119,7 +119,9 @@ def parse_condition(source: str) -> Condition:
     try:
         tree = ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ConditionSyntaxError(source, f"invalid syntax ({exc.msg})") from None
+        where = f" at column {exc.offset}" if exc.offset else ""
+        detail = "" if exc.msg == "invalid syntax" else f": {exc.msg}"
+        raise ConditionSyntaxError(source, f"invalid syntax{where}{detail}") from None
     names: set[str] = set()
     evaluate = _Compiler(source.strip(), names).compile(tree.body)
     return Condition(source, frozenset(names), evaluate)
@@ -164,19 +166,49 @@ class _Compiler:
     def _compile_Subscript(self, node: ast.Subscript) -> Evaluator:
         if not isinstance(node.value, ast.Name | ast.Subscript):
             raise self._reject(node, "a subscript of something other than a state key")
-        if not isinstance(node.slice, ast.Constant) or not isinstance(node.slice.value, str | int):
+        index_node = node.slice
+        index: Any
+        if (
+            isinstance(index_node, ast.UnaryOp)
+            and isinstance(index_node.op, ast.USub)
+            and isinstance(index_node.operand, ast.Constant)
+            and type(index_node.operand.value) is int
+        ):
+            index = -index_node.operand.value  # items[-1]
+        elif isinstance(index_node, ast.Constant) and isinstance(index_node.value, str | int):
+            index = index_node.value
+        else:
             raise self._reject(node, "a subscript with a non-literal index")
-        container = self.compile(node.value)
-        index = node.slice.value
         if isinstance(index, str) and index.startswith("__"):
             raise self._reject(node, "a dunder key")
+        container = self.compile(node.value)
         return lambda data: container(data)[index]
 
     def _compile_BoolOp(self, node: ast.BoolOp) -> Evaluator:
         parts = [self.compile(value) for value in node.values]
+        # Python semantics: the operand that decided the outcome, not a bool
+        # ("(name or 'anon') == 'anon'" must work as it does in Python).
         if isinstance(node.op, ast.And):
-            return lambda data: all(part(data) for part in parts)
-        return lambda data: any(part(data) for part in parts)
+
+            def both(data: Mapping[str, Any]) -> Any:
+                value: Any = True
+                for part in parts:
+                    value = part(data)
+                    if not value:
+                        return value
+                return value
+
+            return both
+
+        def either(data: Mapping[str, Any]) -> Any:
+            value: Any = False
+            for part in parts:
+                value = part(data)
+                if value:
+                    return value
+            return value
+
+        return either
 
     def _compile_UnaryOp(self, node: ast.UnaryOp) -> Evaluator:
         operand = self.compile(node.operand)

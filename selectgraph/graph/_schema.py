@@ -11,6 +11,7 @@ TypedDict (reducers only, no validation, as LangGraph users know it), or just a
 
 from __future__ import annotations
 
+import copy
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -223,7 +224,9 @@ def field_default(model: type[BaseModel], name: str) -> Any:
     """The default value of a model field, or a marker when it is required."""
     info = model.model_fields[name]
     if info.default is not PydanticUndefined:
-        return info.default
+        # A copy: the engine may extend this value in place, and the model's
+        # default object must never change.
+        return copy.deepcopy(info.default)
     if info.default_factory is not None:
         return info.default_factory()  # type: ignore[call-arg]
     return _NO_DEFAULT

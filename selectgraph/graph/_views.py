@@ -281,7 +281,17 @@ class StateView(GraphState):
     one small object, not for the whole state.
     """
 
-    __slots__ = ("_data", "_history", "_live", "_messages", "_meta", "_node", "_readonly", "_reads")
+    __slots__ = (
+        "_data",
+        "_history",
+        "_live",
+        "_messages",
+        "_meta",
+        "_node",
+        "_readonly",
+        "_reads",
+        "touched",
+    )
 
     def __init__(
         self,
@@ -300,11 +310,14 @@ class StateView(GraphState):
         self._meta: DataView | None = None
         self._messages: AppendOnlyView[Message] | None = None
         self._history: AppendOnlyView[tuple[str, NodeResult]] | None = None
+        self.touched = False
+        """Whether any sub-view was built, i.e. whether the node may have written something."""
 
     @property
     def data(self) -> MutableMapping[str, Any]:
         view = self._data
         if view is None:
+            self.touched = True
             view = self._data = DataView(
                 self._live.data, owner=self._node, reads=self._reads, readonly=self._readonly
             )
@@ -312,12 +325,14 @@ class StateView(GraphState):
 
     @data.setter
     def data(self, value: Any) -> None:
-        self._refuse_replace("data")
+        if value is not self._data:
+            self._refuse_replace("data")  # ``+=`` assigns the same view back: allowed
 
     @property
     def metadata(self) -> MutableMapping[str, Any]:
         view = self._meta
         if view is None:
+            self.touched = True
             view = self._meta = DataView(
                 self._live.metadata, owner=self._node, what="metadata", readonly=self._readonly
             )
@@ -325,12 +340,14 @@ class StateView(GraphState):
 
     @metadata.setter
     def metadata(self, value: Any) -> None:
-        self._refuse_replace("metadata")
+        if value is not self._meta:
+            self._refuse_replace("metadata")  # ``+=`` assigns the same view back: allowed
 
     @property
     def messages(self) -> MutableSequence[Message]:
         view = self._messages
         if view is None:
+            self.touched = True
             view = self._messages = AppendOnlyView(
                 self._live.messages, what="messages", readonly=self._readonly
             )
@@ -338,12 +355,14 @@ class StateView(GraphState):
 
     @messages.setter
     def messages(self, value: Any) -> None:
-        self._refuse_replace("messages")
+        if value is not self._messages:
+            self._refuse_replace("messages")  # ``+=`` assigns the same view back: allowed
 
     @property
     def history(self) -> MutableSequence[tuple[str, NodeResult]]:
         view = self._history
         if view is None:
+            self.touched = True
             view = self._history = AppendOnlyView(
                 self._live.history, what="history", readonly=self._readonly
             )
@@ -351,7 +370,8 @@ class StateView(GraphState):
 
     @history.setter
     def history(self, value: Any) -> None:
-        self._refuse_replace("history")
+        if value is not self._history:
+            self._refuse_replace("history")  # ``+=`` assigns the same view back: allowed
 
     @property
     def errors(self) -> MutableSequence[dict[str, Any]]:

@@ -156,30 +156,15 @@ def test_dict_insertion_order_does_not_matter() -> None:
     assert fingerprint({"a": 1, "b": 2}) == fingerprint({"b": 2, "a": 1})
 
 
-@pytest.mark.xfail(
-    reason="BUG: _mix (CPython's tuple hash, mod 2**61-1) is nearly additive, so swapping two "
-    "values of a dict collides for about a quarter of value pairs",
-    strict=True,
-)
 def test_dict_key_and_value_are_bound_together() -> None:
     # Int keys: no hash randomization, so this pair collides on every run.
     assert fingerprint({1: 1, 2: 6}) != fingerprint({1: 6, 2: 1})
 
 
-@pytest.mark.xfail(
-    reason="BUG: a set's fingerprint is the plain sum of its items' and fingerprint(n) == n, "
-    "so {1, 4} and {2, 3} collide",
-    strict=True,
-)
 def test_sets_with_the_same_item_sum_differ() -> None:
     assert fingerprint({1, 4}) != fingerprint({2, 3})
 
 
-@pytest.mark.xfail(
-    reason="BUG: colliding set fingerprints make loop detection stop a run that is not "
-    "repeating ({1, 8} -> {2, 7} -> {3, 6} raises LoopDetected)",
-    strict=True,
-)
 def test_loop_detection_does_not_fire_on_a_state_that_only_collides() -> None:
     def narrow(state: GraphState) -> dict[str, Any]:
         low, high = min(state["s"]), max(state["s"])
@@ -225,30 +210,16 @@ def test_numbers_equal_across_types_match() -> None:
     assert fingerprint([1, True, 2.0]) == fingerprint([1.0, 1, 2])
 
 
-@pytest.mark.xfail(
-    reason="BUG: fingerprint is not consistent with == for Mapping subclasses "
-    "(OrderedDict({'a': 1}) == {'a': 1}, fingerprints differ)",
-    strict=True,
-)
 def test_ordered_dict_matches_an_equal_dict() -> None:
     assert OrderedDict(a=1) == {"a": 1}
     assert fingerprint(OrderedDict(a=1)) == fingerprint({"a": 1})
 
 
-@pytest.mark.xfail(
-    reason="BUG: fingerprint is not consistent with == for tuple subclasses "
-    "(a namedtuple == the plain tuple, fingerprints differ)",
-    strict=True,
-)
 def test_namedtuple_matches_an_equal_tuple() -> None:
     assert Pair(1, 2) == (1, 2)
     assert fingerprint(Pair(1, 2)) == fingerprint((1, 2))
 
 
-@pytest.mark.xfail(
-    reason="BUG: fingerprint hashes dataclass fields declared compare=False, which == ignores",
-    strict=True,
-)
 def test_dataclasses_equal_under_eq_match() -> None:
     assert Tagged(1, "x") == Tagged(1, "y")
     assert fingerprint(Tagged(1, "x")) == fingerprint(Tagged(1, "y"))

@@ -435,42 +435,24 @@ def test_errors_from_a_real_run_survive_a_round_trip() -> None:
     assert restored.errors[0]["error"] == "boom"
 
 
-@pytest.mark.xfail(
-    reason="BUG: a timedelta is written as float seconds, so large ones lose microseconds "
-    "(docstring: decode(encode(x)) == x)",
-    strict=True,
-)
 def test_large_timedelta_survives_a_round_trip() -> None:
     value = dt.timedelta(days=999_999, microseconds=1)
 
     assert _value_round_trip(value) == value
 
 
-@pytest.mark.xfail(
-    reason="BUG: models are written by field name and read with model_validate, so a field "
-    "with an alias fails to load (pydantic ValidationError, not StateSerializationError)",
-    strict=True,
-)
 def test_model_with_an_aliased_field_survives_a_round_trip() -> None:
     value = Aliased(Value=3)
 
     assert _value_round_trip(value) == value
 
 
-@pytest.mark.xfail(
-    reason="BUG: extra fields of a model with extra='allow' are silently dropped",
-    strict=True,
-)
 def test_model_extra_fields_survive_a_round_trip() -> None:
     value = Open(known=1, surprise="kept?")
 
     assert _value_round_trip(value) == value
 
 
-@pytest.mark.xfail(
-    reason="BUG: a dataclass is rebuilt with cls(**fields), which fails for init=False fields",
-    strict=True,
-)
 def test_dataclass_with_an_init_false_field_survives_a_round_trip() -> None:
     value = Derived(3)
 

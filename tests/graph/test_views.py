@@ -211,11 +211,6 @@ def test_metadata_writes_and_deletions_reach_the_state() -> None:
     assert dict(result.state.metadata) == {"request": "r2", "user": "u"}
 
 
-@pytest.mark.xfail(
-    reason="BUG: the runner's fast path for sync nodes returning a dict builds the output "
-    "without view.collect() when state.data was not touched, dropping message appends",
-    strict=True,
-)
 def test_message_appends_survive_returning_a_dict() -> None:
     def node(state: GraphState) -> dict[str, Any]:
         state.messages.append(Message.assistant("kept?"))
@@ -226,11 +221,6 @@ def test_message_appends_survive_returning_a_dict() -> None:
     assert [m.text for m in result.state.messages] == ["prompt", "kept?"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: same fast path: metadata written through the view is dropped when the node "
-    "returns a dict and never touched state.data",
-    strict=True,
-)
 def test_metadata_writes_survive_returning_a_dict() -> None:
     def node(state: GraphState) -> dict[str, Any]:
         state.metadata["request"] = "r2"
@@ -489,11 +479,6 @@ def test_messages_view_supports_reads_like_a_list() -> None:
         _ = view.messages[2]
 
 
-@pytest.mark.xfail(
-    reason="BUG: the append-only view defines __iadd__, but `state.messages += [m]` then "
-    "assigns state.messages, which the view refuses (TypeError 'cannot replace')",
-    strict=True,
-)
 def test_messages_plus_equals_appends() -> None:
     def node(state: GraphState) -> None:
         state.messages += [Message.assistant("added")]
@@ -784,11 +769,6 @@ def test_returning_the_view_itself_is_like_returning_none() -> None:
     assert _single(node).run({}).state["k"] == 1
 
 
-@pytest.mark.xfail(
-    reason="BUG: a message appended through the view and also present in the returned "
-    "GraphState (state.snapshot() includes it) is merged twice",
-    strict=True,
-)
 def test_message_appended_then_returned_in_a_snapshot_is_added_once() -> None:
     def node(state: GraphState) -> GraphState:
         state.messages.append(Message.assistant("once"))
