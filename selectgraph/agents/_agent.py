@@ -203,6 +203,7 @@ class Agent:
         *,
         name: str | None = None,
         goal: str = "",
+        task: str = "",
         on_chunk: ChunkHandler | None = None,
     ) -> AgentResult:
         """Answer the conversation ``messages`` (system prompt included), judging included.
@@ -213,13 +214,34 @@ class Agent:
             messages: The whole prompt.
             name: The name on the answer's messages (a node name; default the agent's).
             goal: The graph's goal, passed to the judge.
+            task: What the judge is told the agent was asked (default: the last
+                user message).
             on_chunk: Receives text deltas and tool activity as they happen.
         """
         started = perf_counter()
         turns = _Turns(conversation=list(messages))
-        verdicts: list[Verdict] = []
         author = name or self.name
-        task = _last_user_text(messages)
+        task = task or _last_user_text(messages)
+        try:
+            return await self._attempts(turns, author, task, goal, on_chunk, started)
+        except SelectGraphError as error:
+            # Whatever was spent before the failure is still spent: the engine
+            # adds error.usage to the node's and the run's usage.
+            if getattr(error, "usage", None) is None:
+                error.usage = turns.usage  # type: ignore[attr-defined]
+            raise
+
+    async def _attempts(
+        self,
+        turns: _Turns,
+        author: str,
+        task: str,
+        goal: str,
+        on_chunk: ChunkHandler | None,
+        started: float,
+    ) -> AgentResult:
+        """Answer, have the judge look, and answer again until accepted or escalated."""
+        verdicts: list[Verdict] = []
         attempt = 0
         while True:
             attempt += 1
@@ -254,15 +276,18 @@ class Agent:
                     duration_ms=(perf_counter() - started) * 1000,
                 )
             if verdict.decision is JudgeDecision.ESCALATE or attempt >= self.judge_attempts:
+                result = dataclasses.replace(result, usage=turns.usage, verdicts=tuple(verdicts))
                 why = (
                     f"the judge escalated: {verdict.feedback}"
                     if verdict.decision is JudgeDecision.ESCALATE
                     else f"the judge still asked for a retry after {attempt} attempts: "
                     f"{verdict.feedback}"
                 )
-                raise JudgeEscalated(
+                escalation = JudgeEscalated(
                     f"agent {author!r}: {why}", result=result, verdicts=tuple(verdicts)
                 )
+                escalation.usage = turns.usage  # type: ignore[attr-defined]
+                raise escalation
             turns.add(
                 Message.user(
                     f"A reviewer asked for changes: {verdict.feedback}\nRevise your answer.",
@@ -285,7 +310,7 @@ class Agent:
         tool_rounds = 0
         output_retries = 0
         while True:
-            must_answer = bool(specs) and tool_rounds >= config.max_tool_iterations
+            must_answer = tool_rounds >= config.max_tool_iterations
             choice: ToolChoice | None = "none" if must_answer else None
             if not must_answer and tool_rounds == 0 and not turns.new:
                 choice = config.tool_choice

@@ -24,7 +24,7 @@ from selectgraph.agents._config import ContextMode
 from selectgraph.graph._state import CONVERSATION_SUMMARY, GraphState
 from selectgraph.providers._base import CompletionRequest, Provider
 
-__all__ = ["BuiltContext", "build_context", "from_seat", "summarize"]
+__all__ = ["BuiltContext", "build_context", "from_seat", "summarize", "well_formed"]
 
 _SUMMARY_PROMPT = (
     "Summarise the conversation below for a colleague who takes over the work. Keep the "
@@ -56,6 +56,10 @@ def _tool_call_text(message: Message) -> str:
 
 def from_seat(messages: Sequence[Message], me: str) -> list[Message]:
     """``messages`` as node ``me`` should see them (see the module docstring)."""
+    return well_formed(_seat(messages, me))
+
+
+def _seat(messages: Sequence[Message], me: str) -> list[Message]:
     seen: list[Message] = []
     for message in messages:
         role = message.role
@@ -74,10 +78,10 @@ def from_seat(messages: Sequence[Message], me: str) -> list[Message]:
             seen.append(Message.user(f"[tool {message.name or ''} {status}] {message.text}"))
         else:
             seen.append(Message.user(message.text))
-    return _well_formed(seen)
+    return seen
 
 
-def _well_formed(messages: list[Message]) -> list[Message]:
+def well_formed(messages: list[Message]) -> list[Message]:
     """Join consecutive user turns; start and end on a user turn."""
     joined: list[Message] = []
     for message in messages:
@@ -146,7 +150,7 @@ async def _with_summary(
         summary = {"upto": cut, "text": text}
     head = Message.user(f"Summary of the conversation so far:\n{text}")
     return BuiltContext(
-        messages=_well_formed([head, *from_seat(thread[cut:], me)]), usage=usage, summary=summary
+        messages=well_formed([head, *_seat(thread[cut:], me)]), usage=usage, summary=summary
     )
 
 

@@ -222,10 +222,14 @@ class LLMJudge:
 def _strip_fences(text: str) -> str:
     """Drop a surrounding markdown code fence, which models often add around JSON."""
     stripped = text.strip()
-    if stripped.startswith("```"):
-        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
-        if stripped.rstrip().endswith("```"):
-            stripped = stripped.rstrip()[:-3]
+    if not stripped.startswith("```"):
+        return stripped
+    closed = stripped.endswith("```") and len(stripped) >= 6
+    stripped = stripped[3:-3] if closed else stripped[3:]
+    first, newline, rest = stripped.partition("\n")
+    # Drop a language tag ("json") on the opening fence's line, keep one-line JSON.
+    if newline and (not first.strip() or first.strip().isalpha()):
+        stripped = rest
     return stripped.strip()
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from selectgraph._messages import Message, Role
 from selectgraph.agents._config import ContextMode
-from selectgraph.agents._context import BuiltContext, build_context
+from selectgraph.agents._context import BuiltContext, build_context, well_formed
 from selectgraph.agents._prompts import (
     PromptLayers,
     narrative_for,
@@ -126,19 +126,21 @@ class AgentNode:
         built = await self._context(state, context, continuous, settings.compact_at_tokens)
         layers = self._layers(state, context, run)
         marker = (
-            transition_marker(self._previous_node(state), self.name, layers.focus)
+            transition_marker(self._previous_node(state), self.name, self._own_focus())
             if continuous
             else None
         )
         system = layers.message()
-        messages = [
-            *([system] if system else []),
-            *built.messages,
-            *([marker] if marker else []),
-        ]
+        # The marker joins a trailing user turn, so turns still alternate.
+        turns = well_formed([*built.messages, *([marker] if marker else [])])
+        messages = [*([system] if system else []), *turns]
         on_chunk = self._chunk_handler(run, context) if run.recorder.live else None
         result = await self.agent.execute(
-            messages, name=self.name, goal=context.goal, on_chunk=on_chunk
+            messages,
+            name=self.name,
+            goal=context.goal,
+            task=self._task(state),
+            on_chunk=on_chunk,
         )
         usage = result.usage + built.usage
         if self.output_transform is not None:
@@ -146,6 +148,8 @@ class AgentNode:
             if inspect.isawaitable(raw):
                 raw = await raw
             output = read_output(raw, state, run.graph.nodes[self.name])
+            if built.summary is not None:  # the rolling summary is engine bookkeeping
+                output.update = {**output.update, CONVERSATION_SUMMARY: built.summary}
         else:
             output = NodeOutput(
                 self._update(result, built), self._messages(result, marker, continuous)
@@ -195,6 +199,15 @@ class AgentNode:
             focus="\n\n".join(part for part in parts if part),
         )
 
+    def _own_focus(self) -> str:
+        return self.focus if self.focus is not None else self.agent.config.instructions
+
+    def _task(self, state: StateView) -> str:
+        """What a judge is told the node was asked: the user's request and this step."""
+        request = self._user_request(state)
+        focus = self._own_focus().strip()
+        return "\n".join(part for part in (request, f"This step: {focus}" if focus else "") if part)
+
     @staticmethod
     def _user_request(state: StateView) -> str:
         """Without a graph goal, the user's first message is the best statement of it."""
@@ -205,10 +218,8 @@ class AgentNode:
 
     @staticmethod
     def _previous_node(state: StateView) -> str | None:
-        for message in reversed(state.messages):
-            if message.role is Role.ASSISTANT and message.name:
-                return message.name
-        return None
+        history = state.history
+        return history[-1][0] if len(history) else None
 
     # ------------------------------------------------------------- output
     def _update(self, result: AgentResult, built: BuiltContext) -> dict[str, Any]:
@@ -226,7 +237,8 @@ class AgentNode:
             # The thread keeps everything: the hand-over, tool traffic, the answer.
             added = [*([marker] if marker else []), *result.new_messages]
         else:
-            added = [result.new_messages[-1]] if result.new_messages else []
+            # Only the answer: the node's tool traffic and retries stay private.
+            added = [Message.assistant(result.content, name=self.name)]
         return ViewWrites(messages=added)
 
     def _chunk_handler(self, run: Run, context: NodeContext) -> Callable[[AgentChunk], None]:

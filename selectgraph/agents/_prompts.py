@@ -55,8 +55,11 @@ def narrative_for(goal: str, graph: str, node: str, workflow: list[str]) -> str:
     if goal.strip():
         lines.append(goal.strip())
     if workflow:
-        steps = " -> ".join(f"[{step}]" if step == node else step for step in workflow)
-        lines.append(f"You are step {node!r} of the workflow {graph!r}: {steps}.")
+        others = ", ".join(step for step in workflow if step != node)
+        lines.append(
+            f"You are step {node!r} of the workflow {graph!r}"
+            + (f" (other steps: {others})." if others else ".")
+        )
     return "\n".join(lines)
 
 

@@ -25,7 +25,8 @@ class AgentResult:
     messages: tuple[Message, ...] = ()
     """The whole conversation sent and received, system prompt included."""
     new_messages: tuple[Message, ...] = ()
-    """Messages this run added: assistant turns and tool results, in order."""
+    """Messages this run added, in order: assistant turns, tool results, and the
+    user turns it inserted itself (judge feedback, schema re-asks)."""
     tool_calls: tuple[ToolCall, ...] = ()
     """Every tool call the model made."""
     usage: Usage = NO_USAGE

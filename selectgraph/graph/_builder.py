@@ -284,7 +284,7 @@ class AgentGraph:
                 error_policy=error_policy,
                 retry=retry,
                 destinations=list(destinations) if destinations is not None else None,
-                description=description or _describe_node(node),
+                description=description or _describe_node(node, adapter),
                 metadata=dict(metadata or {}),
             ),
             next_node,
@@ -620,10 +620,13 @@ class AgentGraph:
         return f"AgentGraph(name={self.name!r}, nodes={list(self._nodes)}, entry={self._entry!r})"
 
 
-def _describe_node(node: Any) -> str:
-    doc = getattr(node, "description", None)
-    if isinstance(doc, str):
-        return doc
+def _describe_node(node: Any, adapter: Any = None) -> str:
+    # An agent node describes itself by its focus; anything else by its own
+    # description or the first line of its docstring.
+    for source in (adapter, node):
+        doc = getattr(source, "description", None)
+        if isinstance(doc, str) and doc:
+            return doc
     text = getattr(node, "__doc__", None) if callable(node) and not isinstance(node, type) else None
     if isinstance(text, str) and text.strip() and type(node).__doc__ != text:
         return text.strip().splitlines()[0]

@@ -394,6 +394,11 @@ class Run:
         )
         self._degraded = True
         duration = (perf_counter() - started) * 1000
+        usage = getattr(exc, "usage", None)  # what a model-calling node spent before failing
+        if isinstance(usage, Usage):
+            self.usage = self.usage + usage
+        else:
+            usage = None
         result = NodeResult(
             node=name,
             step=self.steps,
@@ -402,6 +407,7 @@ class Run:
             error=error_text,
             attempts=attempts,
             duration_ms=duration,
+            usage=usage,
         )
         self._history.append((name, result))
         self.recorder.record(

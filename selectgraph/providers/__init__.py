@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
 from selectgraph.providers._anthropic import AnthropicProvider
 from selectgraph.providers._base import (
     Completion,
@@ -27,7 +28,10 @@ __all__ = [
     "ModelPrice",
     "OpenAIProvider",
     "Provider",
+    "ProviderError",
+    "ProviderRequestError",
     "ProviderRetry",
+    "ProviderRetryableError",
     "ResponseFormat",
     "ScriptExhausted",
     "StreamChunk",

@@ -340,12 +340,6 @@ def test_tool_calls_past_the_limit_are_answered_as_errors_but_not_run() -> None:
     assert result.content == "Also:"
 
 
-@pytest.mark.xfail(
-    reason="BUG: max_tool_iterations only bounds the loop when the agent has tools "
-    "(must_answer = bool(specs) and ...); a model that returns tool calls to an agent without "
-    "tools is called again and again until it stops",
-    strict=True,
-)
 def test_max_tool_iterations_bounds_the_loop_even_for_an_agent_without_tools() -> None:
     agent, provider = agent_with(
         [LocalReply.tool_call("ghost", {})] * 4 + ["final"], max_tool_iterations=1
@@ -686,11 +680,6 @@ def test_retries_beyond_judge_attempts_escalate() -> None:
     assert e.value.verdicts == (Verdict.retry("again"), Verdict.retry("again"))
 
 
-@pytest.mark.xfail(
-    reason="BUG: JudgeEscalated.result is built before the final verdict, so its usage leaves "
-    "out the escalating LLM judge call (an ACCEPTed result includes it)",
-    strict=True,
-)
 def test_an_escalated_result_counts_the_judges_usage() -> None:
     judge_provider = ScriptedProvider(
         [LocalReply(text='{"decision": "escalate", "feedback": "no"}', usage=usage(5, 1, 0.5))]
@@ -707,11 +696,6 @@ def test_an_escalated_result_counts_the_judges_usage() -> None:
     assert caught.value.result.usage.cost_usd == pytest.approx(0.75)
 
 
-@pytest.mark.xfail(
-    reason="BUG: JudgeEscalated.result.verdicts leaves out the verdict on that very answer "
-    "(the escalation), while JudgeEscalated.verdicts has it",
-    strict=True,
-)
 def test_an_escalated_result_carries_every_verdict() -> None:
     agent, _ = agent_with(["x"], judge=lambda result: Verdict.escalate("no"))
 

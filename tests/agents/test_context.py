@@ -236,11 +236,8 @@ async def test_summary_folds_older_turns_into_a_model_written_summary() -> None:
     assert provider.last_request.model == "m"
     assert provider.last_request.temperature == 0.0
     assert turns(built.messages) == [
-        (
-            "user",
-            "Summary of the conversation so far:\nThey drafted a haiku.\n\n"
-            "(The conversation so far.)",
-        ),
+        # No filler turn: the summary itself opens the conversation.
+        ("user", "Summary of the conversation so far:\nThey drafted a haiku."),
         ("assistant", "Red leaves drift ..."),
         ("user", "[planner] Approved."),
     ]

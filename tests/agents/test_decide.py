@@ -166,12 +166,6 @@ def test_an_explicit_node_description_is_used() -> None:
     assert "- a: Option A.\n" in decider.last_request.messages[-1].text
 
 
-@pytest.mark.xfail(
-    reason="BUG: an agent node added with focus= is described to llm_decide by the agent's "
-    "instructions, not by its focus; AgentNode.description (focus first) is never consulted "
-    "because add_node derives NodeSpec.description from the Agent object",
-    strict=True,
-)
 def test_an_agent_nodes_focus_is_its_description() -> None:
     decider = ScriptedProvider([choose("poet")])
     agent = Agent(

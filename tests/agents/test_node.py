@@ -164,12 +164,6 @@ def test_an_isolated_node_appends_only_its_answer_not_its_tool_traffic() -> None
     ]
 
 
-@pytest.mark.xfail(
-    reason="BUG: an isolated node appends new_messages[-1], which is a 'not run' tool result "
-    "(not the answer) when the model's last turn called tools past max_tool_iterations; the "
-    "answer never reaches state.messages and the next node is shown the user's prompt instead",
-    strict=True,
-)
 def test_an_isolated_node_appends_its_answer_when_its_last_turn_called_tools() -> None:
     researcher, _ = make(
         "researcher",
@@ -246,7 +240,7 @@ def test_system_prompt_layers_identity_goal_workflow_and_focus() -> None:
     assert system_of(provider.last_request) == (
         "# Identity\nYou are a poet.\n\n"
         "# Goal\nPublish a haiku about autumn.\n"
-        "You are step 'writer' of the workflow 'poems': planner -> [writer].\n\n"
+        "You are step 'writer' of the workflow 'poems' (other steps: planner).\n\n"
         "# Your task\nWrite the haiku.\nUse the plan."
     )
 
@@ -259,7 +253,7 @@ def test_without_a_graph_goal_the_users_first_message_is_the_goal() -> None:
 
     assert system_of(provider.last_request) == (
         "# Goal\nThe user's request: A limerick about cats\n"
-        "You are step 'writer' of the workflow 'pipeline': planner -> [writer].\n\n"
+        "You are step 'writer' of the workflow 'pipeline' (other steps: planner).\n\n"
         "# Your task\nWrite."
     )
 
@@ -620,9 +614,8 @@ def test_a_continuous_conversation_threads_markers_tool_traffic_and_answers() ->
             "[workflow] Step 'planner' takes over now: Plan the piece.\n\n"
             '[planner] called lookup({"topic": "owls"})\n\n'
             "[tool lookup result] facts about owls\n\n"
-            "[planner] Plan: owls at night.",
+            "[planner] Plan: owls at night.\n\n" + handover("planner", "writer", "Write it."),
         ),
-        ("user", handover("planner", "writer", "Write it.")),
     ]
 
 
@@ -636,9 +629,9 @@ def test_one_node_can_join_a_continuous_conversation_in_an_isolated_graph() -> N
 
     result = graph.run("Go")
 
+    # The hand-over joins the last user turn, so turns still alternate.
     assert sent(provider.last_request)[1:] == [
-        ("user", "Go\n\n[planner] Plan."),
-        ("user", handover("planner", "writer")),
+        ("user", "Go\n\n[planner] Plan.\n\n" + handover("planner", "writer")),
     ]
     assert [m.text for m in result.state.messages] == [
         "Go",
@@ -673,8 +666,7 @@ def test_a_context_mode_overrides_full_in_a_continuous_conversation() -> None:
     graph.run("Go")
 
     assert sent(provider.last_request)[1:] == [
-        ("user", "[planner] Plan."),
-        ("user", handover("planner", "writer")),
+        ("user", "[planner] Plan.\n\n" + handover("planner", "writer")),
     ]
 
 
@@ -702,8 +694,11 @@ def test_compaction_writes_and_extends_a_rolling_summary() -> None:
     )
     assert result.state[CONVERSATION_SUMMARY] == {"upto": 4, "text": "S2"}
     assert sent(p3.requests[1])[1:] == [
-        ("user", "Summary of the conversation so far:\nS2\n\n[second] Two."),
-        ("user", handover("second", "third")),
+        (
+            "user",
+            "Summary of the conversation so far:\nS2\n\n[second] Two.\n\n"
+            + handover("second", "third"),
+        ),
     ]
     assert result.total_usage.calls == 5
     assert result.total_usage.cost_usd == pytest.approx(0.4)
@@ -772,11 +767,6 @@ def test_judge_escalation_fails_the_node_so_on_failure_routes_to_a_fallback() ->
     assert result.node_results["writer"][0].outcome == "failure"
 
 
-@pytest.mark.xfail(
-    reason="BUG: a failed agent node's model usage (JudgeEscalated.result.usage) is dropped: "
-    "neither its NodeResult.usage nor GraphResult.total_usage include the tokens and cost spent",
-    strict=True,
-)
 def test_usage_of_an_escalated_agent_node_is_still_counted() -> None:
     agent, _ = make(
         "writer",
