@@ -1,0 +1,45 @@
+"""Every example runs offline, as a user would run it, and prints what it claims."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+EXPECTED = {
+    "01_quickstart.py": "Graph engines: draft 3",
+    "02_agent_chain.py": "nodes: planner -> writer -> reviewer",
+    "03_tool_agent.py": "tool call: compare",
+    "04_writer_critic.py": "writer visit 1: 2 attempt(s)",
+    "05_llm_router.py": "-> technical",
+    "06_tool_router.py": "analyze -> search -> analyze -> calculator -> analyze",
+    "07_declarative.py": "classify -> billing",
+    "08_streaming.py": "done: 2 steps",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(EXPECTED))
+def test_example_runs_offline(script: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["SELECTGRAPH_PROVIDER"] = "local"
+    completed = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert EXPECTED[script] in completed.stdout
+
+
+def test_every_example_is_checked() -> None:
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED)
