@@ -110,6 +110,7 @@ def langgraph_linear3() -> Workload:
 
 def langgraph_loop() -> Workload:
     """LangGraph: one node looping on a conditional edge LOOP_STEPS times; one invoke."""
+    from langchain_core.runnables import RunnableConfig
     from langgraph.graph import END as LG_END
     from langgraph.graph import START, StateGraph
 
@@ -118,12 +119,13 @@ def langgraph_loop() -> Workload:
     builder.add_edge(START, "n")
     builder.add_conditional_edges("n", lambda s: "n" if s["x"] < LOOP_STEPS else LG_END)
     graph = builder.compile()
-    config = {"recursion_limit": LOOP_STEPS + 10}
-    return lambda: graph.invoke({"x": 0}, config)  # type: ignore[arg-type]
+    config: RunnableConfig = {"recursion_limit": LOOP_STEPS + 10}
+    return lambda: graph.invoke({"x": 0}, config)
 
 
 def langgraph_bigstate() -> Workload:
     """LangGraph: BIG_STEPS steps appending to a BIG_ITEMS-item list; one invoke."""
+    from langchain_core.runnables import RunnableConfig
     from langgraph.graph import END as LG_END
     from langgraph.graph import START, StateGraph
 
@@ -133,5 +135,5 @@ def langgraph_bigstate() -> Workload:
     builder.add_conditional_edges("n", lambda s: "n" if s["i"] < BIG_STEPS else LG_END)
     graph = builder.compile()
     items = list(range(BIG_ITEMS))
-    config = {"recursion_limit": BIG_STEPS + 10}
-    return lambda: graph.invoke({"items": items, "i": 0}, config)  # type: ignore[arg-type]
+    config: RunnableConfig = {"recursion_limit": BIG_STEPS + 10}
+    return lambda: graph.invoke({"items": items, "i": 0}, config)

@@ -45,11 +45,11 @@ def model() -> Provider:
     if isinstance(provider, LocalProvider):  # offline: play the model's moves
         return LocalProvider(
             script=[
-                LocalReply(
-                    tool_calls=(
-                        LocalReply.tool_call("get_weather", {"city": "Paris"}).tool_calls
-                        + LocalReply.tool_call("get_weather", {"city": "Oslo"}).tool_calls
-                    )
+                LocalReply(  # two calls in one turn: they run concurrently
+                    tool_calls=[
+                        *LocalReply.tool_call("get_weather", {"city": "Paris"}).tool_calls,
+                        *LocalReply.tool_call("get_weather", {"city": "Oslo"}).tool_calls,
+                    ]
                 ),
                 LocalReply.tool_call("compare", {"a": 18, "b": 4}),
                 answer_from_tools,

@@ -9,6 +9,7 @@ whole state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from selectgraph._errors import ReducerError
@@ -73,7 +74,66 @@ class Merger:
             if writes is not None:
                 self._merge_side_channels(state, output)
             return
-        self._merge_general(state, output, node, step)
+        if writes is None:
+            self._merge_update(state, update, node, step)
+        else:
+            self._merge_general(state, output, node, step)
+
+    def _merge_update(
+        self, state: GraphState, update: Mapping[str, Any], node: str, step: int
+    ) -> None:
+        """A returned partial update with some reducer keys (no view writes): the usual case."""
+        data = state.data
+        schema = self._schema
+        reducers = self._reducers
+        scratch = self._scratch
+        fields = None if schema.allow_extra else schema.fields
+        # Phase one: plan the reducer keys (the only ones that can fail).
+        plans: list[tuple[str, Reducer, Any]] = []
+        for key, value in update.items():
+            if fields is not None and key not in fields and key not in RESERVED_KEYS:
+                schema.check_keys((key,), node=node, step=step)  # raises, naming the field
+            reducer = reducers.get(key)
+            if reducer is not None:
+                try:
+                    plan = reducer.plan(data.get(key, MISSING), value, scratch.get(key))
+                except Exception as exc:
+                    raise self._reducer_error(reducer, key, node, step, state, exc) from exc
+                plans.append((key, reducer, plan))
+        # Phase two: commit.
+        fp = self.fingerprints
+        known = fp.keys if fp is not None else None
+        for key, value in update.items():
+            if key in reducers:
+                continue
+            if fp is not None and known is not None:
+                old = known.get(key)
+                if old is None:
+                    old = fp.initial(key, key in data)
+                fp.set(key, old, fingerprint(value))
+            data[key] = value
+            scratch.pop(key, None)
+        for key, reducer, plan in plans:
+            current = data.get(key, MISSING)
+            if fp is not None and known is not None:
+                old = known.get(key)
+                if old is None:
+                    old = fp.initial(key, key in data)
+                fp.set(key, old, reducer.fingerprint_after(old, current, plan))
+            data[key], scratch[key] = reducer.apply(current, plan, scratch.get(key))
+
+    @staticmethod
+    def _reducer_error(
+        reducer: Reducer, key: str, node: str, step: int, state: GraphState, exc: Exception
+    ) -> ReducerError:
+        return ReducerError(
+            f"reducer {reducer.name} failed merging field {key!r} from node {node!r}: {exc}",
+            field=key,
+            reducer=reducer.name,
+            node=node,
+            step=step,
+            state=state,
+        )
 
     def _merge_general(self, state: GraphState, output: NodeOutput, node: str, step: int) -> None:
         writes = output.writes
@@ -109,15 +169,7 @@ class Merger:
             try:
                 plan = reducer.plan(current, value, self._scratch.get(key))
             except Exception as exc:
-                raise ReducerError(
-                    f"reducer {reducer.name} failed merging field {key!r} from node {node!r}: "
-                    f"{exc}",
-                    field=key,
-                    reducer=reducer.name,
-                    node=node,
-                    step=step,
-                    state=state,
-                ) from exc
+                raise self._reducer_error(reducer, key, node, step, state, exc) from exc
             ops.append((_REDUCE, key, plan, reducer))
 
         # Phase two: commit. No user code runs from here on.

@@ -1,0 +1,76 @@
+"""The documentation stays true: names, links, README code and docstring examples."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import selectgraph
+import selectgraph.agents
+import selectgraph.observe
+import selectgraph.providers
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+
+@pytest.mark.parametrize(
+    "module", [selectgraph, selectgraph.agents, selectgraph.providers, selectgraph.observe]
+)
+def test_every_public_name_is_in_the_api_reference(module: object) -> None:
+    reference = (DOCS / "api.md").read_text()
+    missing = [
+        name
+        for name in module.__all__  # type: ignore[attr-defined]
+        if not re.search(rf"\b{re.escape(name)}\b", reference)
+    ]
+    assert missing == []
+
+
+def _markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md")), ROOT / "benchmarks" / "README.md"]
+
+
+@pytest.mark.parametrize("page", _markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page: Path) -> None:
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page.read_text()):
+        if "://" in target:
+            continue
+        assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def test_readme_code_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SELECTGRAPH_PROVIDER", "local")
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert len(blocks) >= 2
+    namespace: dict[str, object] = {}
+    for block in blocks:
+        # dont_inherit: run as a user would, without this module's __future__ imports.
+        exec(compile(block, "README.md", "exec", dont_inherit=True), namespace)
+    printed = capsys.readouterr().out
+    assert "['write', 'review', 'write', 'review', 'write', 'review']" in printed
+    assert "reply to" in printed  # the offline agent chain answered
+
+
+def _modules_with_examples() -> list[str]:
+    names = []
+    for info in pkgutil.walk_packages(selectgraph.__path__, "selectgraph."):
+        module = importlib.import_module(info.name)
+        if doctest.DocTestFinder().find(module):
+            names.append(info.name)
+    return names
+
+
+@pytest.mark.parametrize("name", _modules_with_examples())
+def test_docstring_examples_run(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SELECTGRAPH_PROVIDER", "local")
+    module = importlib.import_module(name)
+    outcome = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert outcome.failed == 0
