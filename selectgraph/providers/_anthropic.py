@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, TypedDict, TypeVar
 import anthropic
 import httpx2
 from anthropic import AsyncAnthropic, AsyncStream
+from anthropic.types import RawMessageStreamEvent
 
 from selectgraph._errors import ProviderError, ProviderRequestError
 from selectgraph._messages import Message, Role, ToolCall
@@ -42,18 +43,17 @@ from selectgraph._usage import Usage
 from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk, ToolChoice
 from selectgraph.providers._errors_map import connection_error, redact, status_error
 from selectgraph.providers._pricing import cost_usd
-from selectgraph.providers._retry import ProviderRetry, call_with_retries
+from selectgraph.providers._retry import ProviderRetry
+from selectgraph.providers._sdk import OpenStream, SDKProvider, elapsed_ms
 from selectgraph.providers._tokens import estimate_message_tokens
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-    from types import TracebackType
 
     from anthropic.types import (
         ContentBlockParam,
         MessageParam,
         OutputConfigParam,
-        RawMessageStreamEvent,
         TextBlockParam,
         ToolChoiceParam,
         ToolParam,
@@ -118,7 +118,7 @@ class _CreateArgs(TypedDict, total=False):
     extra_body: dict[str, object]
 
 
-class AnthropicProvider:
+class AnthropicProvider(SDKProvider[AsyncStream[RawMessageStreamEvent]]):
     """An LLM provider backed by Anthropic's Messages API.
 
     Args:
@@ -140,6 +140,7 @@ class AnthropicProvider:
             a configured credentials profile could not be loaded.
     """
 
+    _client: AsyncAnthropic
     name = "anthropic"
 
     def __init__(
@@ -186,26 +187,6 @@ class AnthropicProvider:
             s for s in (api_key, self._client.api_key, self._client.auth_token) if s
         )
 
-    def __repr__(self) -> str:
-        base_url = redact(str(self._client.base_url), self._secrets)
-        return f"AnthropicProvider(base_url={base_url!r}, default_model={self.default_model!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections of the client this provider built."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> AnthropicProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     def count_tokens(self, messages: Sequence[Message], model: str | None = None) -> int:
         """An estimate of the prompt tokens of ``messages`` (no local Claude tokenizer exists)."""
         return estimate_message_tokens(messages)
@@ -232,7 +213,7 @@ class AnthropicProvider:
         response = await self._with_retries(attempt)
         assembler = _Assembler(model=response.model or model)
         assembler.take_message(response)
-        return assembler.completion(latency_ms=_elapsed_ms(started))
+        return assembler.completion(latency_ms=elapsed_ms(started))
 
     async def stream(self, request: CompletionRequest) -> AsyncGenerator[StreamChunk, None]:
         """Run one Messages API call as a stream; the last chunk carries the completion.
@@ -250,58 +231,31 @@ class AnthropicProvider:
         model = request.model or self.default_model
         args = self._create_args(request, model)
 
-        async def attempt() -> _OpenStream:
+        async def open_stream() -> OpenStream[AsyncStream[RawMessageStreamEvent]]:
             try:
                 events = await self._client.messages.create(**args, stream=True)
             except (anthropic.AnthropicError, httpx2.TransportError) as exc:
                 raise self._error(exc, model) from None
-            opened = _OpenStream(events=events, assembler=_Assembler(model=model))
-            try:
-                await self._read_until_text(opened, model)
-            except BaseException:
-                await events.close()
-                raise
-            return opened
+            return OpenStream(stream=events, assembler=_Assembler(model=model))
 
-        opened = await self._with_retries(attempt)
+        opened = await self._open_streaming(open_stream, model)
+        async for chunk in self._relay(opened, model):
+            yield chunk
+        yield StreamChunk(completion=opened.assembler.completion(latency_ms=elapsed_ms(started)))
+
+    async def _next_text(
+        self, opened: OpenStream[AsyncStream[RawMessageStreamEvent]], model: str
+    ) -> str | None:
         try:
-            while opened.first_text:
-                yield StreamChunk(delta=opened.first_text)
-                opened.first_text = ""
-                if not opened.finished:
-                    await self._read_until_text(opened, model)
-        finally:
-            await opened.events.close()
-        yield StreamChunk(completion=opened.assembler.completion(latency_ms=_elapsed_ms(started)))
+            event = await opened.stream.__anext__()
+        except StopAsyncIteration:
+            return None
+        except (anthropic.AnthropicError, httpx2.TransportError) as exc:
+            raise self._error(exc, model) from None
+        return opened.assembler.take_event(event)  # type: ignore[no-any-return]
 
-    async def _read_until_text(self, opened: _OpenStream, model: str) -> None:
-        """Read events until one carries text (kept in ``first_text``) or the stream ends."""
-        while True:
-            try:
-                event = await opened.events.__anext__()
-            except StopAsyncIteration:
-                opened.finished = True
-                return
-            except (anthropic.AnthropicError, httpx2.TransportError) as exc:
-                raise self._error(exc, model) from None
-            text = opened.assembler.take_event(event)
-            if text:
-                opened.first_text = text
-                return
-
-    async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
-        return await call_with_retries(
-            attempt, self._retry, sleep=self._sleep, on_retry=self._log_retry
-        )
-
-    def _log_retry(self, error: ProviderError, attempt: int, delay: float) -> None:
-        _log.warning(
-            "%s; retrying in %.2f s (attempt %d of %d)",
-            error,
-            delay,
-            attempt + 1,
-            self._retry.max_attempts,
-        )
+    async def _close_stream(self, stream: AsyncStream[RawMessageStreamEvent]) -> None:
+        await stream.close()
 
     def _create_args(self, request: CompletionRequest, model: str) -> _CreateArgs:
         system, messages = _split_system(request.messages)
@@ -469,16 +423,6 @@ class _Assembler:
         )
 
 
-@dataclass(slots=True)
-class _OpenStream:
-    """A stream that has been opened, read up to its first text (or its end)."""
-
-    events: AsyncStream[RawMessageStreamEvent]
-    assembler: _Assembler
-    first_text: str = ""
-    finished: bool = False
-
-
 def _split_system(messages: Sequence[Message]) -> tuple[str, list[MessageParam]]:
     """The system prompt, and the other messages as API turns with same-role runs merged."""
     system: list[str] = []
@@ -556,7 +500,3 @@ def _tool_call(pending: _PendingToolCall) -> ToolCall:
 def _body_text(body: object) -> str | None:
     """A non-JSON error body (e.g. a proxy's error page) as text."""
     return body if isinstance(body, str) else None
-
-
-def _elapsed_ms(started: float) -> float:
-    return (time.perf_counter() - started) * 1000.0

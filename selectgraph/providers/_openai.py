@@ -40,12 +40,12 @@ from selectgraph._usage import Usage
 from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk
 from selectgraph.providers._errors_map import connection_error, redact, status_error
 from selectgraph.providers._pricing import cost_usd
-from selectgraph.providers._retry import ProviderRetry, call_with_retries
+from selectgraph.providers._retry import ProviderRetry
+from selectgraph.providers._sdk import OpenStream, SDKProvider, elapsed_ms
 from selectgraph.providers._tokens import count_message_tokens, count_text_tokens
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-    from types import TracebackType
 
     from openai.types import CompletionUsage
     from openai.types.shared_params import ResponseFormatJSONSchema
@@ -99,7 +99,7 @@ class _CreateArgs(TypedDict, total=False):
     extra_body: dict[str, object]
 
 
-class OpenAIProvider:
+class OpenAIProvider(SDKProvider[AsyncStream[ChatCompletionChunk]]):
     """An LLM provider backed by OpenAI's Chat Completions API (or a compatible server).
 
     Args:
@@ -119,6 +119,7 @@ class OpenAIProvider:
         ProviderRequestError: no API key was given or found and no ``base_url`` is set.
     """
 
+    _client: AsyncOpenAI
     name = "openai"
 
     def __init__(
@@ -160,26 +161,6 @@ class OpenAIProvider:
             max_tokens_field = "max_completion_tokens" if official else "max_tokens"
         self._max_tokens_field: MaxTokensField = max_tokens_field
 
-    def __repr__(self) -> str:
-        base_url = redact(str(self._client.base_url), self._secrets)
-        return f"OpenAIProvider(base_url={base_url!r}, default_model={self.default_model!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections of the client this provider built."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> OpenAIProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     def count_tokens(self, messages: Sequence[Message], model: str | None = None) -> int:
         """Prompt tokens of ``messages``: exact for OpenAI models once tiktoken's encoding loads.
 
@@ -209,7 +190,7 @@ class OpenAIProvider:
         response = await self._with_retries(attempt)
         assembler = _Assembler(model=response.model or model)
         assembler.take_completion(response)
-        return assembler.completion(request, latency_ms=_elapsed_ms(started))
+        return assembler.completion(request, latency_ms=elapsed_ms(started))
 
     async def stream(self, request: CompletionRequest) -> AsyncGenerator[StreamChunk, None]:
         """Run one chat completion as a stream; the last chunk carries the completion.
@@ -228,61 +209,34 @@ class OpenAIProvider:
         args = self._create_args(request, model)
         include_usage: ChatCompletionStreamOptionsParam = {"include_usage": True}
 
-        async def attempt() -> _OpenStream:
+        async def open_stream() -> OpenStream[AsyncStream[ChatCompletionChunk]]:
             try:
                 chunks = await self._client.chat.completions.create(
                     **args, stream=True, stream_options=include_usage
                 )
             except openai.OpenAIError as exc:
                 raise self._error(exc, model) from None
-            opened = _OpenStream(chunks=chunks, assembler=_Assembler(model=model))
-            try:
-                await self._read_until_text(opened, model)
-            except BaseException:
-                await chunks.close()
-                raise
-            return opened
+            return OpenStream(stream=chunks, assembler=_Assembler(model=model))
 
-        opened = await self._with_retries(attempt)
-        try:
-            while opened.first_text:
-                yield StreamChunk(delta=opened.first_text)
-                opened.first_text = ""
-                if not opened.finished:
-                    await self._read_until_text(opened, model)
-        finally:
-            await opened.chunks.close()
-        completion = opened.assembler.completion(request, latency_ms=_elapsed_ms(started))
+        opened = await self._open_streaming(open_stream, model)
+        async for chunk in self._relay(opened, model):
+            yield chunk
+        completion = opened.assembler.completion(request, latency_ms=elapsed_ms(started))
         yield StreamChunk(completion=completion)
 
-    async def _read_until_text(self, opened: _OpenStream, model: str) -> None:
-        """Read chunks until one carries text (kept in ``first_text``) or the stream ends."""
-        while True:
-            try:
-                chunk = await opened.chunks.__anext__()
-            except StopAsyncIteration:
-                opened.finished = True
-                return
-            except openai.OpenAIError as exc:
-                raise self._error(exc, model) from None
-            text = opened.assembler.take_chunk(chunk)
-            if text:
-                opened.first_text = text
-                return
+    async def _next_text(
+        self, opened: OpenStream[AsyncStream[ChatCompletionChunk]], model: str
+    ) -> str | None:
+        try:
+            chunk = await opened.stream.__anext__()
+        except StopAsyncIteration:
+            return None
+        except openai.OpenAIError as exc:
+            raise self._error(exc, model) from None
+        return opened.assembler.take_chunk(chunk)  # type: ignore[no-any-return]
 
-    async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
-        return await call_with_retries(
-            attempt, self._retry, sleep=self._sleep, on_retry=self._log_retry
-        )
-
-    def _log_retry(self, error: ProviderError, attempt: int, delay: float) -> None:
-        _log.warning(
-            "%s; retrying in %.2f s (attempt %d of %d)",
-            error,
-            delay,
-            attempt + 1,
-            self._retry.max_attempts,
-        )
+    async def _close_stream(self, stream: AsyncStream[ChatCompletionChunk]) -> None:
+        await stream.close()
 
     def _create_args(self, request: CompletionRequest, model: str) -> _CreateArgs:
         args: _CreateArgs = {
@@ -456,16 +410,6 @@ class _Assembler:
         )
 
 
-@dataclass(slots=True)
-class _OpenStream:
-    """A stream that has been opened, read up to its first text (or its end)."""
-
-    chunks: AsyncStream[ChatCompletionChunk]
-    assembler: _Assembler
-    first_text: str = ""
-    finished: bool = False
-
-
 def _message_param(message: Message, index: int) -> ChatCompletionMessageParam:
     name = message.name if message.name and _NAME_PATTERN.fullmatch(message.name) else None
     if message.role is Role.SYSTEM:
@@ -536,7 +480,3 @@ def _server_message(body: object) -> str | None:
     if isinstance(body, str):
         return body
     return None
-
-
-def _elapsed_ms(started: float) -> float:
-    return (time.perf_counter() - started) * 1000.0

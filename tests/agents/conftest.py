@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pytest
-
 from selectgraph import Message, Role, Usage
-from selectgraph.providers import AnthropicProvider, OpenAIProvider, ProviderRetry
-from tests.providers.conftest import ANTHROPIC_KEY, OPENAI_KEY, RecordingSleep
-from tests.providers.llm_server import FakeLLMServer
+
+# The wire-format fixtures (a local OpenAI/Anthropic server and providers pointed at
+# it) are defined once, for the provider tests; the agent tests use the same ones.
+from tests.providers.conftest import (  # noqa: F401
+    anthropic_provider,
+    openai_provider,
+    retry,
+    server,
+    sleeps,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import Sequence
 
     from selectgraph.providers import CompletionRequest
 
@@ -37,44 +42,3 @@ def system_of(request: CompletionRequest) -> str:
 def usage(input_tokens: int, output_tokens: int, cost_usd: float = 0.0) -> Usage:
     """The usage of one model call."""
     return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd, calls=1)
-
-
-# --- wire-format fixtures (the same setup as tests/providers/conftest.py) -------------
-
-
-@pytest.fixture
-def sleeps() -> RecordingSleep:
-    return RecordingSleep()
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeLLMServer]:
-    async with FakeLLMServer() as running:
-        yield running
-
-
-@pytest.fixture
-def wire_retry() -> ProviderRetry:
-    return ProviderRetry(max_attempts=3, initial_delay=0.5, max_delay=4.0)
-
-
-@pytest.fixture
-async def openai_provider(
-    server: FakeLLMServer, sleeps: RecordingSleep, wire_retry: ProviderRetry
-) -> AsyncIterator[OpenAIProvider]:
-    provider = OpenAIProvider(
-        OPENAI_KEY, base_url=f"{server.base_url}/v1", retry=wire_retry, sleep=sleeps, timeout=5.0
-    )
-    async with provider:
-        yield provider
-
-
-@pytest.fixture
-async def anthropic_provider(
-    server: FakeLLMServer, sleeps: RecordingSleep, wire_retry: ProviderRetry
-) -> AsyncIterator[AnthropicProvider]:
-    provider = AnthropicProvider(
-        ANTHROPIC_KEY, base_url=server.base_url, retry=wire_retry, sleep=sleeps, timeout=5.0
-    )
-    async with provider:
-        yield provider
