@@ -53,7 +53,7 @@ class Row:
 
 CASES = [
     Case("linear3", "µs/run", 1, 200, w.selectgraph_linear3, w.langgraph_linear3, 15.0),
-    Case("loop1000", "µs/step", w.LOOP_STEPS, 1, w.selectgraph_loop, w.langgraph_loop, 5.0),
+    Case("loop1000", "µs/step", w.LOOP_STEPS, 3, w.selectgraph_loop, w.langgraph_loop, 5.0),
     Case("bigstate", "µs/step", w.BIG_STEPS, 5, w.selectgraph_bigstate, w.langgraph_bigstate),
 ]
 

@@ -82,7 +82,8 @@ def fingerprint(value: Any) -> int:
     """A structural hash of ``value``: equal values get equal fingerprints."""
     kind = type(value)
     if kind is int or kind is bool:
-        return _int_fingerprint(value)
+        number: int = value
+        return ((number % MOD) ^ _INT) % MOD  # _int_fingerprint, inlined: the commonest case
     if kind is str:
         return ((hash(value) % MOD) ^ _STR) % MOD
     if value is None:
@@ -154,7 +155,9 @@ def _set_sum(items: Iterable[Any]) -> int:
 def list_extend_fingerprint(old: int, items: Sequence[Any]) -> int:
     """Fingerprint of a list after ``extend(items)``, from its old fingerprint."""
     if len(items) == 1:  # one appended item: the common step, without the loop
-        return ((old - _LIST) * _BASE + fingerprint(items[0]) + _LIST) % MOD
+        item = items[0]
+        item_fp = ((item % MOD) ^ _INT) % MOD if type(item) is int else fingerprint(item)
+        return ((old - _LIST) * _BASE + item_fp + _LIST) % MOD
     return (_LIST + _rolling((old - _LIST) % MOD, items)) % MOD
 
 

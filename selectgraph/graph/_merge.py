@@ -90,37 +90,57 @@ class Merger:
         fields = None if schema.allow_extra else schema.fields
         # Phase one: plan the reducer keys (the only ones that can fail).
         plans: list[tuple[str, Reducer, Any]] = []
+        plain = False
         for key, value in update.items():
             if fields is not None and key not in fields and key not in RESERVED_KEYS:
                 schema.check_keys((key,), node=node, step=step)  # raises, naming the field
             reducer = reducers.get(key)
-            if reducer is not None:
-                try:
-                    plan = reducer.plan(data.get(key, MISSING), value, scratch.get(key))
-                except Exception as exc:
-                    raise self._reducer_error(reducer, key, node, step, state, exc) from exc
-                plans.append((key, reducer, plan))
-        # Phase two: commit.
-        fp = self.fingerprints
-        known = fp.keys if fp is not None else None
-        for key, value in update.items():
-            if key in reducers:
+            if reducer is None:
+                plain = True
                 continue
-            if fp is not None and known is not None:
+            try:
+                plan = reducer.plan(data.get(key, MISSING), value, scratch.get(key))
+            except Exception as exc:
+                raise self._reducer_error(reducer, key, node, step, state, exc) from exc
+            plans.append((key, reducer, plan))
+        # Phase two: commit. Plain keys are never reducer keys, so they have no scratch.
+        fp = self.fingerprints
+        if fp is None:
+            if plain:
+                for key, value in update.items():
+                    if key not in reducers:
+                        data[key] = value
+            for key, reducer, plan in plans:
+                data[key], scratch[key] = reducer.apply(
+                    data.get(key, MISSING), plan, scratch.get(key)
+                )
+            return
+        # StateFingerprint.set, inlined as in merge(): this runs once per step.
+        known = fp.keys
+        total = fp.total
+        if plain:
+            for key, value in update.items():
+                if key in reducers:
+                    continue
                 old = known.get(key)
                 if old is None:
                     old = fp.initial(key, key in data)
-                fp.set(key, old, fingerprint(value))
-            data[key] = value
-            scratch.pop(key, None)
+                data[key] = value
+                new = fingerprint(value)
+                if new != old:
+                    known[key] = new
+                    total = (total + ((hash(key) % MOD) | 1) * (new - old)) % MOD
         for key, reducer, plan in plans:
             current = data.get(key, MISSING)
-            if fp is not None and known is not None:
-                old = known.get(key)
-                if old is None:
-                    old = fp.initial(key, key in data)
-                fp.set(key, old, reducer.fingerprint_after(old, current, plan))
+            old = known.get(key)
+            if old is None:
+                old = fp.initial(key, current is not MISSING)
+            new = reducer.fingerprint_after(old, current, plan)
             data[key], scratch[key] = reducer.apply(current, plan, scratch.get(key))
+            if new != old:
+                known[key] = new
+                total = (total + ((hash(key) % MOD) | 1) * (new - old)) % MOD
+        fp.total = total
 
     @staticmethod
     def _reducer_error(

@@ -23,8 +23,9 @@ logger = logging.getLogger("selectgraph")
 
 Listener = Callable[[GraphEvent], None]
 
-# (event class, (run_id, graph, namespace), step, timestamp, event-specific values)
-RawEvent = tuple[type[GraphEvent], tuple[str, str, tuple[str, ...]], int, float, tuple[Any, ...]]
+# (event class, (run_id, graph, namespace), step, timestamp, *event-specific values):
+# one flat tuple per event, so a long run leaves the garbage collector less to walk.
+RawEvent = tuple[Any, ...]
 
 _BASE_FIELDS = frozenset(f.name for f in dataclasses.fields(GraphEvent))
 _OWN_FIELDS: dict[type[GraphEvent], tuple[str, ...]] = {}
@@ -39,8 +40,9 @@ def _own_fields(cls: type[GraphEvent]) -> tuple[str, ...]:
 
 
 def _build(raw: RawEvent) -> GraphEvent:
-    cls, (run_id, graph, namespace), step, timestamp, values = raw
-    own = dict(zip(_own_fields(cls), values, strict=False))
+    cls: type[GraphEvent] = raw[0]
+    (run_id, graph, namespace), step, timestamp = raw[1:4]
+    own = dict(zip(_own_fields(cls), raw[4:], strict=False))
     return cls(
         run_id=run_id, graph=graph, namespace=namespace, step=step, timestamp=timestamp, **own
     )
@@ -113,7 +115,7 @@ class EventRecorder:
 
     def record(self, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Record an event of ``cls``; ``values`` are its own fields in declaration order."""
-        raw = (cls, self._base, step, time.time(), values)
+        raw = (cls, self._base, step, time.time(), *values)
         if self.live:
             self.emit(_build(raw))
         else:
@@ -121,7 +123,7 @@ class EventRecorder:
 
     def record_at(self, clock: float, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Like :meth:`record`, timestamped from a ``perf_counter()`` reading the caller took."""
-        raw = (cls, self._base, step, clock + self._wall_offset, values)
+        raw = (cls, self._base, step, clock + self._wall_offset, *values)
         if self.live:
             self.emit(_build(raw))
         else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
@@ -18,7 +18,10 @@ from selectgraph import (
     MaxStepsExceeded,
     NodeError,
     RetryPolicy,
+    StateValidationError,
     VisitLimitExceeded,
+    append,
+    merge,
 )
 from selectgraph.observe import LoopDetected as LoopDetectedEvent
 from selectgraph.observe import NodeRetried, StallDetected
@@ -325,6 +328,39 @@ def test_loop_detection_sees_a_value_that_returns_to_an_earlier_one() -> None:
 
     assert result.stop_reason == "loop"
     assert result.steps < 10
+
+
+class Tally(TypedDict):
+    seen: Annotated[list[int], append]
+    totals: Annotated[dict[str, int], merge]
+    turn: int
+
+
+def test_loop_detection_follows_fields_merged_by_reducers() -> None:
+    # Every step appends: the list grows, so no state repeats.
+    growing = AgentGraph("g", state_schema=Tally, max_steps=30, on_loop=LoopAction.STOP)
+    growing.add_node("t", lambda s: {"seen": [1], "turn": 1 - s["turn"]}, next_node="t")
+    growing.set_entry("t")
+    assert growing.run({"seen": [], "totals": {}, "turn": 0}).stop_reason == "max_steps"
+
+    # Merging the same entry again changes nothing: the toggle repeats the state.
+    settled = AgentGraph("g", state_schema=Tally, max_steps=30, on_loop=LoopAction.STOP)
+    settled.add_node("t", lambda s: {"totals": {"a": 1}, "turn": 1 - s["turn"]}, next_node="t")
+    settled.set_entry("t")
+    result = settled.run({"seen": [], "totals": {}, "turn": 0})
+    assert result.stop_reason == "loop"
+    assert result.state["totals"] == {"a": 1}
+
+
+def test_an_unknown_key_beside_a_reducer_key_fails_and_leaves_the_state_alone() -> None:
+    graph = AgentGraph("g", state_schema=Tally, max_steps=5)
+    graph.add_node("t", lambda s: {"seen": [7], "bogus": 1}, next_node=END)
+    graph.set_entry("t")
+
+    with pytest.raises(StateValidationError, match="'bogus'") as caught:
+        graph.run({"seen": [1], "totals": {}, "turn": 0})
+
+    assert "'t'" in str(caught.value)
 
 
 def test_loop_detection_can_be_disabled() -> None:
