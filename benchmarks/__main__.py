@@ -59,6 +59,8 @@ CASES = [
 
 SWEEP = [10, 1_000, 10_000]
 """State sizes (keys) for the per-step flatness sweep."""
+SWEEP_SHORT, SWEEP_LONG = 50, 550
+"""Steps of the two runs whose difference gives the marginal cost of a step."""
 
 
 def _sample(run: w.Workload, calls: int, units: int) -> float:
@@ -97,14 +99,37 @@ def measure(case: Case, repeats: int, with_langgraph: bool) -> Row:
     )
 
 
-def sweep(repeats: int) -> dict[int, float]:
-    """Median µs per step of a 100-step loop, by number of keys in the state."""
-    figures = {}
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    """Costs of a loop over a state of one size."""
+
+    keys: int
+    step_us: float
+    """Marginal µs per step: the cost a further step adds, whatever the run's fixed cost."""
+    run_us: float
+    """µs per run spent outside the steps (setup, copying the input, the result)."""
+
+
+def sweep(repeats: int) -> list[SweepPoint]:
+    """Per-step and per-run cost of a looping graph, by number of keys in the state.
+
+    Runs of SHORT and LONG steps are timed; their difference over the extra steps
+    is the marginal cost of a step, which must not grow with the state.
+    """
+    points = []
     for keys in SWEEP:
-        run = w.selectgraph_keys(keys)
-        _sample(run, 2, 100)
-        figures[keys] = statistics.median(_sample(run, 5, 100) for _ in range(repeats))
-    return figures
+        short, long = w.selectgraph_keys(keys, SWEEP_SHORT), w.selectgraph_keys(keys, SWEEP_LONG)
+        for run in (short, long):
+            _sample(run, 2, 1)
+        shorts: list[float] = []
+        longs: list[float] = []
+        for _ in range(repeats):
+            shorts.append(_sample(short, 20, 1))
+            longs.append(_sample(long, 20, 1))
+        short_us, long_us = statistics.median(shorts), statistics.median(longs)
+        step_us = (long_us - short_us) / (SWEEP_LONG - SWEEP_SHORT)
+        points.append(SweepPoint(keys, step_us, short_us - step_us * SWEEP_SHORT))
+    return points
 
 
 def _langgraph_version() -> str | None:
@@ -157,10 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         f"\nbigstate step / loop1000 step (selectgraph): {step_ratio:.2f}  target <= 2 ({verdict})"
     )
 
-    sizes = sweep(repeats)
-    print("\nper-step cost as the state grows (selectgraph, 100-step loop):")
-    for keys, figure in sizes.items():
-        print(f"  {keys:>6} keys: {figure:6.2f} µs/step")
+    points = sweep(repeats)
+    print("\ncost as the state grows (selectgraph, a loop writing one key per step):")
+    for point in points:
+        print(
+            f"  {point.keys:>6} keys: {point.step_us:6.2f} µs/step"
+            f"   (+ {point.run_us:6.1f} µs/run outside the steps)"
+        )
 
     if args.json:
         payload: dict[str, Any] = {
@@ -169,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             "repeats": repeats,
             "rows": [asdict(row) for row in rows],
             "bigstate_over_loop": step_ratio,
-            "sweep_us_per_step": sizes,
+            "sweep": [asdict(point) for point in points],
         }
         with open(args.json, "w") as handle:
             json.dump(payload, handle, indent=2)

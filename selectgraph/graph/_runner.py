@@ -523,14 +523,14 @@ class Run:
         if self.graph.schema.model is not None:
             self.graph.schema.validate_exit(self.state.data, state=self.state)
         result = self._build_result(stop_reason, "degraded" if self._degraded else "clean")
-        self.recorder.record(
+        self.recorder.record_delivering(
             RunFinished,
             self.steps,
             self.steps,
             result.duration_ms,
             result.quality,
             stop_reason,
-            result,
+            result=result,
         )
         return result
 

@@ -178,7 +178,12 @@ class RunFinished(GraphEvent):
     stop_reason: StopReason
     """Why the run stopped."""
     result: GraphResult | None = field(default=None, repr=False, compare=False)
-    """The run's result (set on the event a run's own stream delivers)."""
+    """The run's result, on the event listeners and ``astream()`` receive.
+
+    ``None`` on the copy kept in the trace: the result holds the trace, and a
+    cycle between them would keep every finished run's state alive until the
+    cyclic garbage collector ran.
+    """
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

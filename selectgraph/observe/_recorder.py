@@ -129,9 +129,29 @@ class EventRecorder:
         else:
             self._log.append(raw)
 
+    def record_delivering(
+        self, cls: type[GraphEvent], step: int, *values: Any, **deliver_only: Any
+    ) -> None:
+        """Like :meth:`record`; listeners also get the fields ``deliver_only``, the trace does not.
+
+        For values that hold the trace themselves (a run's result): keeping them
+        in it would make a reference cycle, and a finished run's state would
+        then wait for the cyclic garbage collector instead of being freed at once.
+        """
+        raw = (cls, self._base, step, time.time(), *values)
+        if not self.live:
+            self._log.append(raw)
+            return
+        event = _build(raw)
+        self._log.append(event)
+        self._deliver(dataclasses.replace(event, **deliver_only))
+
     def emit(self, event: GraphEvent) -> None:
         """Record an already-built ``event`` and deliver it to every listener up the chain."""
         self._log.append(event)
+        self._deliver(event)
+
+    def _deliver(self, event: GraphEvent) -> None:
         recorder: EventRecorder | None = self
         while recorder is not None:
             for listener in recorder._listeners:
