@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any, Final
 
 from pydantic import BaseModel
@@ -219,6 +219,29 @@ class StateFingerprint:
         self.keys[key] = new
         if old != new:
             self.total = (self.total + key_weight(key) * (new - old)) % MOD
+
+    def assign(
+        self, data: MutableMapping[str, Any], update: Mapping[str, Any], skip: Container[str] = ()
+    ) -> None:
+        """Do ``data[key] = value`` for each entry of ``update`` not in ``skip``, keeping the total.
+
+        The merge's per-step path: :meth:`of`, :meth:`set` and :func:`key_weight`
+        are written out here, since a call per key would cost more than the work.
+        """
+        known = self.keys
+        total = self.total
+        for key, value in update.items():
+            if key in skip:
+                continue
+            old = known.get(key)
+            if old is None:
+                old = self.initial(key, key in data)
+            data[key] = value
+            new = fingerprint(value)
+            if new != old:
+                known[key] = new
+                total = (total + ((hash(key) % MOD) | 1) * (new - old)) % MOD
+        self.total = total
 
 
 def key_weight(key: str) -> int:

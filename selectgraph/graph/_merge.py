@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from selectgraph._errors import ReducerError
-from selectgraph.graph._fingerprint import MOD, StateFingerprint, fingerprint
+from selectgraph.graph._fingerprint import StateFingerprint, fingerprint
 from selectgraph.graph._output import NodeOutput
 from selectgraph.graph._reducers import MISSING, Reducer, owned
 from selectgraph.graph._schema import StateSchema
@@ -58,19 +58,7 @@ class Merger:
             if fp is None:
                 data.update(update)
             else:
-                # StateFingerprint.set, inlined: this runs once per step.
-                known = fp.keys
-                total = fp.total
-                for key, value in update.items():
-                    old = known.get(key)
-                    if old is None:
-                        old = fp.initial(key, key in data)
-                    data[key] = value
-                    new = fingerprint(value)
-                    if new != old:
-                        known[key] = new
-                        total = (total + ((hash(key) % MOD) | 1) * (new - old)) % MOD
-                fp.total = total
+                fp.assign(data, update)
             if writes is not None:
                 self._merge_side_channels(state, output)
             return
@@ -115,32 +103,16 @@ class Merger:
                     data.get(key, MISSING), plan, scratch.get(key)
                 )
             return
-        # StateFingerprint.set, inlined as in merge(): this runs once per step.
-        known = fp.keys
-        total = fp.total
         if plain:
-            for key, value in update.items():
-                if key in reducers:
-                    continue
-                old = known.get(key)
-                if old is None:
-                    old = fp.initial(key, key in data)
-                data[key] = value
-                new = fingerprint(value)
-                if new != old:
-                    known[key] = new
-                    total = (total + ((hash(key) % MOD) | 1) * (new - old)) % MOD
+            fp.assign(data, update, skip=reducers)
+        known = fp.keys
         for key, reducer, plan in plans:
             current = data.get(key, MISSING)
             old = known.get(key)
             if old is None:
                 old = fp.initial(key, current is not MISSING)
-            new = reducer.fingerprint_after(old, current, plan)
+            fp.set(key, old, reducer.fingerprint_after(old, current, plan))
             data[key], scratch[key] = reducer.apply(current, plan, scratch.get(key))
-            if new != old:
-                known[key] = new
-                total = (total + ((hash(key) % MOD) | 1) * (new - old)) % MOD
-        fp.total = total
 
     @staticmethod
     def _reducer_error(

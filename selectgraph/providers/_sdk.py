@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -45,7 +46,7 @@ class OpenStream(Generic[S]):
     """Whether the stream has no more items."""
 
 
-class SDKProvider(Generic[S]):
+class SDKProvider(ABC, Generic[S]):
     """Base of providers that wrap a vendor SDK client.
 
     Subclasses set ``_client``, ``_owns_client``, ``_secrets``, ``_retry`` and
@@ -96,15 +97,16 @@ class SDKProvider(Generic[S]):
         )
 
     # ------------------------------------------------------------ streaming
+    @abstractmethod
     async def _next_text(self, opened: OpenStream[S], model: str) -> str | None:
         """Read one item of the stream into its assembler and return its text.
 
         Returns ``None`` at the end of the stream; raises ProviderError on failure.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     async def _close_stream(self, stream: S) -> None:
-        raise NotImplementedError
+        """Close the SDK's stream (and its HTTP response)."""
 
     async def _read_until_text(self, opened: OpenStream[S], model: str) -> None:
         """Read until an item carries text (kept in ``first_text``) or the stream ends."""
