@@ -1,0 +1,1 @@
+"""The runtime: running a compiled graph's steps, branches and joins."""

@@ -1,0 +1,223 @@
+"""Branches: run a fan-out's branches at once and apply its failure mode.
+
+A branch is a unit of work with an identity (its index and label), its own
+pending writes and its own events; this module only decides how branches
+run side by side. In an event loop each branch is a task, and a synchronous
+node inside one runs on a worker thread so blocking nodes really overlap.
+A run driven without an event loop (``run()`` of an all-synchronous graph)
+drives each branch on a worker thread instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from selectgraph.graph._parallel import FailureMode
+
+__all__ = [
+    "CANCELLED",
+    "BranchRef",
+    "BranchTask",
+    "drive",
+    "run_blocking",
+    "run_concurrently",
+    "run_on_threads",
+]
+
+T = TypeVar("T")
+
+DEFAULT_THREADS: Final = 64
+"""Worker threads shared by synchronous nodes running inside branches."""
+
+
+class _Cancelled:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "CANCELLED"
+
+
+CANCELLED: Final = _Cancelled()
+"""The outcome of a branch that fail_all cancelled before it finished."""
+
+
+@dataclass(frozen=True, slots=True)
+class BranchRef:
+    """Where an event comes from inside fan-outs: the branch and every branch around it."""
+
+    source: str
+    """The node or group that fanned out."""
+    index: int
+    """The branch's position in merge order."""
+    name: str | None = None
+    """The branch's name: the member of a parallel group or list fan-out; ``None`` for Scatter."""
+    parent: BranchRef | None = None
+    """The branch this fan-out itself ran in, for nested fan-outs."""
+
+    @property
+    def label(self) -> str:
+        """``member`` for named branches, ``node[i]`` for Scatter."""
+        return self.name if self.name is not None else f"{self.source}[{self.index}]"
+
+    @property
+    def chain(self) -> tuple[BranchRef, ...]:
+        """Enclosing branches, outermost first, this one last."""
+        refs: list[BranchRef] = []
+        ref: BranchRef | None = self
+        while ref is not None:
+            refs.append(ref)
+            ref = ref.parent
+        return tuple(reversed(refs))
+
+    @property
+    def task_id(self) -> str:
+        """A stable identifier of the branch within its run (same after a restart)."""
+        return "/".join(f"{ref.source}:{ref.index}" for ref in self.chain)
+
+
+@dataclass(frozen=True, slots=True)
+class BranchTask:
+    """One branch to run: where it starts and what it sees on top of the parent."""
+
+    ref: BranchRef
+    """Its identity."""
+    node: str
+    """The node it starts at."""
+    patch: Mapping[str, Any] | None = None
+    """``data`` values laid over the parent's (Scatter's state_patch)."""
+
+
+def drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (a synchronous node or graph) without a loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError(
+        "a synchronous node awaited something that needs an event loop; use arun()"
+    )  # pragma: no cover - synchronous adapters complete without suspending
+
+
+def _drive_call(call: Callable[[BranchTask], Coroutine[Any, Any, T]], task: BranchTask) -> T:
+    return drive(call(task))
+
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=DEFAULT_THREADS, thread_name_prefix="selectgraph-branch"
+                )
+    return _pool
+
+
+async def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Await a synchronous node's coroutine on a worker thread, so siblings keep running."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_shared_pool(), drive, coroutine)
+
+
+Outcome = Any
+"""A branch's result, the exception it raised, or :data:`CANCELLED`."""
+
+
+async def run_concurrently(
+    tasks: Sequence[BranchTask],
+    call: Callable[[BranchTask], Coroutine[Any, Any, T]],
+    *,
+    failure_mode: FailureMode,
+    limit: int | None,
+) -> list[Outcome]:
+    """Run ``call(task)`` for every task as asyncio tasks; outcomes in task order.
+
+    Under ``fail_all`` the first failure (lowest index among those that failed
+    together) cancels every sibling still running, and this returns only after
+    they have really stopped. If the caller is cancelled, every branch is
+    cancelled and awaited before the cancellation propagates.
+    """
+    if limit is not None and limit < len(tasks):
+        gate = asyncio.Semaphore(limit)
+
+        async def gated(task: BranchTask) -> T:
+            async with gate:
+                return await call(task)
+
+        runner: Callable[[BranchTask], Coroutine[Any, Any, T]] = gated
+    else:
+        runner = call
+    loop = asyncio.get_running_loop()
+    running = [loop.create_task(runner(task)) for task in tasks]
+    try:
+        if failure_mode == "fail_all":
+            _done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
+            if pending:
+                for future in pending:
+                    future.cancel()
+                await asyncio.wait(pending)
+        else:
+            await asyncio.wait(running)
+    except asyncio.CancelledError:
+        for future in running:
+            future.cancel()
+        await asyncio.wait(running)
+        for future in running:
+            if not future.cancelled():
+                future.exception()  # retrieved, so asyncio does not log it
+        raise
+    outcomes: list[Outcome] = []
+    for future in running:
+        if future.cancelled():
+            outcomes.append(CANCELLED)
+        else:
+            error = future.exception()
+            outcomes.append(error if error is not None else future.result())
+    return outcomes
+
+
+def run_on_threads(
+    tasks: Sequence[BranchTask],
+    call: Callable[[BranchTask], Coroutine[Any, Any, T]],
+    *,
+    failure_mode: FailureMode,
+    limit: int | None,
+) -> list[Outcome]:
+    """Like :func:`run_concurrently` for a run driven without an event loop: one thread a branch.
+
+    Under ``fail_all`` branches that have not started are cancelled; a thread
+    already running a node cannot be stopped: it finishes, and since the
+    fan-out failed, what it wrote is discarded with the rest.
+    """
+    workers = min(len(tasks), limit or DEFAULT_THREADS) or 1
+    with concurrent.futures.ThreadPoolExecutor(
+        max_workers=workers, thread_name_prefix="selectgraph-branch"
+    ) as pool:
+        # Each coroutine is made on its thread: one that never starts is never made.
+        futures = [pool.submit(_drive_call, call, task) for task in tasks]
+        mode = (
+            concurrent.futures.FIRST_EXCEPTION
+            if failure_mode == "fail_all"
+            else concurrent.futures.ALL_COMPLETED
+        )
+        _, pending = concurrent.futures.wait(futures, return_when=mode)
+        for future in pending:
+            future.cancel()
+    outcomes: list[Outcome] = []
+    for future in futures:
+        if future.cancelled():
+            outcomes.append(CANCELLED)
+            continue
+        error = future.exception()
+        outcomes.append(error if error is not None else future.result())
+    return outcomes

@@ -1,0 +1,242 @@
+"""Join: merge the pending writes of a fan-out's branches into the parent state, once, in order.
+
+Each branch ran on its own view of the parent and kept what it wrote as
+pending writes (the outputs of its nodes). The join folds them into the
+parent through the field reducers, branch by branch in declaration or index
+order, so the result never depends on which branch finished first. Whole
+branch states are never merged: a branch's write counts once, against the
+parent, whatever the branch had read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from selectgraph._errors import MergeConflictError
+from selectgraph.graph._merge import Merger
+from selectgraph.graph._output import NodeOutput
+from selectgraph.graph._parallel import MergeFn, MergePolicy
+from selectgraph.graph._reducers import MISSING, owned
+from selectgraph.graph._schema import StateSchema
+from selectgraph.graph._state import GraphState
+from selectgraph.graph._views import ViewWrites
+
+__all__ = ["BranchWrites", "apply_merge_fn", "join_branches", "relative_to"]
+
+_DELETED: Final = object()
+
+
+@dataclass(slots=True)
+class BranchWrites:
+    """What one finished branch produced, kept until the join."""
+
+    index: int
+    """Position in merge order."""
+    label: str
+    """How errors and events name the branch (a member name, or ``node[i]`` for Scatter)."""
+    outputs: list[tuple[str, NodeOutput]] = field(default_factory=list)
+    """``(node, output)`` for every node the branch ran, in order."""
+    history: list[Any] = field(default_factory=list)
+    """Raw history entries of the branch's nodes, appended to the parent's at the join."""
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    """Failures the branch survived (SKIP, on_failure edges inside it)."""
+
+
+def relative_to(
+    output: NodeOutput, seen: Mapping[str, Any], incremental: Mapping[str, Any]
+) -> None:
+    """Turn in-place growth of a list the node read into an update of just the new items.
+
+    A branch written in the seed's style (``state.data["notes"].append(x)``)
+    reports the whole grown list. Merged as a replacement, two such branches
+    would drop each other's items; merged through the field's reducer it would
+    repeat the parent's. So a list that starts with what the node saw becomes
+    an update carrying the new tail, for keys in ``incremental`` (those with a
+    reducer).
+    """
+    writes = output.writes
+    if writes is None or not writes.assignments:
+        return
+    moved: dict[str, Any] = {}
+    for key, value in writes.assignments.items():
+        if key not in incremental or key in output.update:
+            continue
+        before = seen.get(key, MISSING)
+        if type(value) is list and type(before) is list and value[: len(before)] == before:
+            moved[key] = value[len(before) :]
+    if moved:
+        for key in moved:
+            del writes.assignments[key]
+        output.update = {**output.update, **moved}
+
+
+def join_branches(
+    state: GraphState,
+    merger: Merger,
+    schema: StateSchema,
+    branches: Sequence[BranchWrites],
+    policy: MergePolicy,
+    *,
+    node: str,
+    step: int,
+) -> None:
+    """Merge every branch's writes into ``state``; on failure the state is left as it was.
+
+    Raises:
+        MergeConflictError: under MergePolicy.ERROR, two branches wrote one key.
+        ReducerError: a reducer rejected a branch's update (state unchanged).
+        StateValidationError: a branch wrote a key the schema does not declare.
+    """
+    reducers = schema.reducers
+    data = state.data
+    # Reducer updates merge branch by branch; plain writes are settled by the policy.
+    reduced: list[tuple[str, NodeOutput]] = []
+    plain: dict[str, list[tuple[str, Any]]] = {}
+    messages: list[Any] = []
+    metadata: dict[str, Any] = {}
+    metadata_deleted: set[str] = set()
+    for branch in branches:
+        final: dict[str, Any] = {}
+        for source, output in branch.outputs:
+            update = output.update
+            if reducers and not reducers.keys().isdisjoint(update):
+                reduced.append(
+                    (source, NodeOutput({k: v for k, v in update.items() if k in reducers}))
+                )
+                final.update((k, v) for k, v in update.items() if k not in reducers)
+            else:
+                final.update(update)
+            writes = output.writes
+            if writes is None:
+                continue
+            for key in writes.deletions:
+                final[key] = _DELETED
+            final.update(writes.assignments)
+            messages.extend(writes.messages)
+            metadata.update(writes.metadata)
+            metadata_deleted.update(writes.metadata_deletions)
+        for key, value in final.items():
+            plain.setdefault(key, []).append((branch.label, value))
+
+    assignments: dict[str, Any] = {}
+    deletions: set[str] = set()
+    for key, written in plain.items():
+        value = _settle(key, written, policy, data.get(key, MISSING))
+        if value is _DELETED:
+            deletions.add(key)
+        else:
+            assignments[key] = value
+
+    saved = {
+        key: _copy(data.get(key, MISSING)) for key in {k for _, o in reduced for k in o.update}
+    }
+    try:
+        for source, output in reduced:
+            merger.merge(state, output, source, step)
+        if assignments or deletions or messages or metadata or metadata_deleted:
+            writes = ViewWrites(
+                assignments=assignments,
+                deletions=deletions,
+                messages=messages,
+                metadata=metadata,
+                metadata_deletions=metadata_deleted,
+            )
+            merger.merge(state, NodeOutput(writes=writes), node, step)
+    except Exception:
+        # Reducer updates of earlier branches were committed; put those fields back.
+        for key, value in saved.items():
+            if value is MISSING:
+                data.pop(key, None)
+            else:
+                data[key] = value
+        raise
+    for branch in branches:
+        if branch.history:
+            state.history.raw.extend(branch.history)  # type: ignore[attr-defined]
+        if branch.errors:
+            state.errors.extend(branch.errors)
+
+
+def _copy(value: Any) -> Any:
+    return owned(value) if type(value) in (list, dict, set) else value
+
+
+def _settle(key: str, written: list[tuple[str, Any]], policy: MergePolicy, parent: Any) -> Any:
+    """The value a key without a reducer ends with, given each branch's write in order."""
+    if len(written) == 1:
+        return written[0][1]
+    if policy is MergePolicy.LAST_WINS:
+        return written[-1][1]
+    if policy is MergePolicy.FIRST_WINS:
+        return written[0][1]
+    if policy is MergePolicy.ERROR:
+        labels = [label for label, _ in written]
+        raise MergeConflictError(
+            f"branches {', '.join(map(repr, labels))} all wrote data[{key!r}], which has no "
+            "reducer, under MergePolicy.ERROR; declare a reducer for it or pick another "
+            "merge_policy",
+            key=key,
+            branches=labels,
+        )
+    # APPEND: lists are concatenated, counting what the parent already held once.
+    values = [value for _, value in written]
+    if not all(type(value) is list for value in values):
+        return values[-1]
+    base: list[Any] = parent if type(parent) is list else []
+    combined = list(base)
+    for value in values:
+        combined.extend(value[len(base) :] if value[: len(base)] == base else value)
+    return combined
+
+
+def apply_merge_fn(
+    state: GraphState,
+    merger: Merger,
+    schema: StateSchema,
+    branches: Sequence[BranchWrites],
+    merge_fn: MergeFn,
+    *,
+    node: str,
+    step: int,
+) -> None:
+    """Merge through a user's ``merge_fn(branch_states) -> GraphState`` instead of the policy.
+
+    Each branch state is the parent with that branch's writes merged in. The
+    ``data`` keys the returned state changed and the messages it adds are merged
+    into the parent; the branches' history and errors are kept by the engine
+    whatever the function does with them.
+    """
+    branch_states = []
+    for branch in branches:
+        copy = state.snapshot()
+        for key in schema.reducers:
+            if key in copy.data:
+                copy.data[key] = owned(copy.data[key])  # reducers extend in place
+        local = Merger(schema, None)
+        for source, output in branch.outputs:
+            local.merge(copy, output, source, step)
+        copy.history.raw.extend(branch.history)  # type: ignore[attr-defined]
+        copy.errors.extend(branch.errors)
+        branch_states.append(copy)
+    combined = merge_fn(branch_states)
+    if not isinstance(combined, GraphState):
+        raise TypeError(
+            f"merge_fn of {node!r} returned {type(combined).__name__}; it must return a GraphState"
+        )
+    data = state.data
+    assignments = {
+        key: value
+        for key, value in combined.data.items()
+        if key not in data or (data[key] is not value and data[key] != value)
+    }
+    known_messages = {id(message) for message in state.messages}
+    writes = ViewWrites(
+        assignments=assignments,
+        messages=[m for m in combined.messages if id(m) not in known_messages],
+    )
+    merger.merge(state, NodeOutput(writes=writes), node, step)
+    for branch in branches:
+        state.history.raw.extend(branch.history)  # type: ignore[attr-defined]
+        state.errors.extend(branch.errors)
