@@ -1,7 +1,8 @@
 """Tools: turn typed Python functions into tools a model can call, and run its calls.
 
 A tool's JSON schema comes from Pydantic, built from the function's type hints,
-defaults and Google-style docstring. :meth:`Tool.execute` validates a model's
+defaults and docstring (Google, NumPy, reST or Epydoc style, read by
+docstring-parser). :meth:`Tool.execute` validates a model's
 arguments with that same Pydantic model before the function runs, and reports
 every failure back to the model as a tool result (``is_error=True``) instead
 of raising, so an agent can correct itself.
@@ -26,6 +27,7 @@ A sync tool that blocks on I/O should be written ``async`` or marked
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import inspect
@@ -45,6 +47,7 @@ from typing import (
     overload,
 )
 
+from docstring_parser import Docstring, ParseError, epydoc, google, numpydoc, rest
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import PydanticJsonSchemaWarning
@@ -128,7 +131,9 @@ class Tool(Generic[P, R]):
             raise ToolDefinitionError(
                 f"tool {tool_name!r} ({qualname}) is a generator; return the whole result instead"
             )
-        docstring = _parse_docstring(inspect.getdoc(_unwrap_partial(function)) or "")
+        docstring = _parse_docstring(
+            inspect.getdoc(_unwrap_partial(function)) or "", f"tool {tool_name!r} ({qualname})"
+        )
         summary = description if description is not None else docstring.description
         if not summary.strip():
             raise ToolDefinitionError(
@@ -485,66 +490,63 @@ class _Docstring:
         self.params = params
 
 
-_SECTIONS = frozenset(
-    {
-        "args",
-        "arguments",
-        "parameters",
-        "params",
-        "keyword args",
-        "keyword arguments",
-        "other parameters",
-        "returns",
-        "return",
-        "yields",
-        "yield",
-        "raises",
-        "raise",
-        "example",
-        "examples",
-        "note",
-        "notes",
-        "warning",
-        "warnings",
-        "see also",
-        "todo",
-        "attributes",
-        "references",
+# Google style, plus the sections its default parser does not know: without them a
+# "Keyword Args:" section is lost and a "Note:" section runs into the description.
+_GOOGLE = google.GoogleParser(
+    [
+        *google.DEFAULT_SECTIONS,
+        google.Section("Keyword Args", "param", google.SectionType.MULTIPLE),
+        google.Section("Keyword Arguments", "param", google.SectionType.MULTIPLE),
+        google.Section("Other Parameters", "param", google.SectionType.MULTIPLE),
+        *(
+            google.Section(title, "notes", google.SectionType.SINGULAR)
+            for title in ("Note", "Notes", "Warning", "Warnings", "See Also", "Todo", "References")
+        ),
+    ]
+)
+# The other styles, tried after Google (the house style, so it wins a tie).
+_OTHER_STYLES = (numpydoc.parse, rest.parse, epydoc.parse)
+# Meta kinds that describe a parameter (Attributes sections describe something else).
+_PARAM_KINDS = frozenset({"param", "parameter", "arg", "argument", "key", "keyword", "other_param"})
+
+
+def _parse_docstring(doc: str, where: str) -> _Docstring:
+    """Split a Google, NumPy, reST or Epydoc docstring into its prose and per-parameter text.
+
+    The style that finds the most sections wins, as docstring-parser's own
+    autodetection does.
+
+    Raises:
+        ToolDefinitionError: the docstring has Google sections, none of them
+            readable, and no other style reads it either.
+    """
+    parsed: list[Docstring] = []
+    google_error: ParseError | None = None
+    try:
+        parsed.append(_GOOGLE.parse(doc))
+    except ParseError as exc:
+        google_error = exc
+    for parse in _OTHER_STYLES:
+        with contextlib.suppress(ParseError):
+            parsed.append(parse(doc))
+    best = max(parsed, key=lambda d: len(d.meta), default=None)
+    if best is None or (google_error is not None and not best.meta):
+        raise ToolDefinitionError(
+            f"the docstring of {where} cannot be read: {google_error}; fix its sections "
+            "(Google style: 'Args:' then one 'name: description' line per parameter)"
+        )
+    params = {
+        param.arg_name.lstrip("*"): _unwrap(param.description or "")
+        for param in best.params
+        if param.args[0] in _PARAM_KINDS
     }
-)
-_ARG_SECTIONS = frozenset(
-    {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"}
-)
-_ARG_LINE = re.compile(r"(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)")
+    return _Docstring((best.description or "").strip(), params)
 
 
-def _parse_docstring(doc: str) -> _Docstring:
-    """Split a Google-style docstring into its prose and its per-argument text."""
-    prose: list[str] = []
-    params: dict[str, str] = {}
-    section: str | None = None
-    base_indent: int | None = None
-    current: str | None = None
-    for line in doc.splitlines():
-        stripped = line.strip()
-        indent = len(line) - len(line.lstrip())
-        if indent == 0 and stripped.endswith(":") and stripped[:-1].lower() in _SECTIONS:
-            section, base_indent, current = stripped[:-1].lower(), None, None
-            continue
-        if section is None:
-            prose.append(line)
-            continue
-        if section not in _ARG_SECTIONS or not stripped:
-            continue
-        if base_indent is None:
-            base_indent = indent
-        match = _ARG_LINE.fullmatch(stripped)
-        if indent <= base_indent and match:
-            current = match.group(1).lstrip("*")
-            params[current] = match.group(2).strip()
-        elif current is not None:
-            params[current] = f"{params[current]} {stripped}".strip()
-    return _Docstring("\n".join(prose).strip(), params)
+def _unwrap(text: str) -> str:
+    """Join the lines of each paragraph: docstrings wrap at a width, models need not."""
+    paragraphs = (" ".join(p.split()) for p in re.split(r"\n\s*\n", text))
+    return "\n\n".join(p for p in paragraphs if p)
 
 
 def _render(result: Any) -> str | dict[str, Any] | list[Any]:

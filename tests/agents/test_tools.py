@@ -217,6 +217,170 @@ def test_partial_needs_a_name_and_describes_its_remaining_parameters() -> None:
     assert searcher.description == "Search an index."
 
 
+def google_style(title: str, priority: int = 1) -> str:
+    """Open a ticket.
+
+    Read by the triage team.
+
+    Args:
+        title: One-line summary
+            of the problem.
+        priority (int): How urgent it is.
+
+    Returns:
+        The ticket id.
+    """
+    return title
+
+
+def numpy_style(title: str, priority: int = 1) -> str:
+    """Open a ticket.
+
+    Read by the triage team.
+
+    Parameters
+    ----------
+    title : str
+        One-line summary
+        of the problem.
+    priority : int, optional
+        How urgent it is.
+
+    Returns
+    -------
+    str
+        The ticket id.
+    """
+    return title
+
+
+def rest_style(title: str, priority: int = 1) -> str:
+    """Open a ticket.
+
+    Read by the triage team.
+
+    :param title: One-line summary
+        of the problem.
+    :param int priority: How urgent it is.
+    :returns: The ticket id.
+    :raises ValueError: When the title is empty.
+    """
+    return title
+
+
+def epydoc_style(title: str, priority: int = 1) -> str:
+    """Open a ticket.
+
+    Read by the triage team.
+
+    @param title: One-line summary
+        of the problem.
+    @type title: str
+    @param priority: How urgent it is.
+    @return: The ticket id.
+    """
+    return title
+
+
+@pytest.mark.parametrize(
+    "function",
+    [google_style, numpy_style, rest_style, epydoc_style],
+    ids=["google", "numpy", "rest", "epydoc"],
+)
+def test_every_docstring_style_describes_the_tool_and_its_parameters(
+    function: Callable[..., str],
+) -> None:
+    spec = Tool.from_function(function, name="open_ticket").spec
+
+    assert spec.description == "Open a ticket.\n\nRead by the triage team."
+    assert spec.parameters["properties"] == {
+        "title": {"type": "string", "description": "One-line summary of the problem."},
+        "priority": {"type": "integer", "default": 1, "description": "How urgent it is."},
+    }
+
+
+def test_google_keyword_args_are_parameters_and_notes_stay_out_of_the_description() -> None:
+    def search(query: str, *, limit: int = 10, exact: bool = False) -> str:
+        """Search the docs.
+
+        Note:
+            Results are cached for a minute.
+
+        Args:
+            query: What to look for.
+
+        Keyword Args:
+            limit: At most this many hits.
+
+        Other Parameters:
+            exact: Match whole words only.
+
+        Attributes:
+            cache: Not a parameter, and not reported as one.
+        """
+        return query
+
+    spec = Tool.from_function(search).spec
+
+    assert spec.description == "Search the docs."
+    assert {name: p["description"] for name, p in spec.parameters["properties"].items()} == {
+        "query": "What to look for.",
+        "limit": "At most this many hits.",
+        "exact": "Match whole words only.",
+    }
+
+
+def test_paragraphs_of_a_parameter_description_stay_apart() -> None:
+    def fetch(url: str) -> str:
+        """Fetch a page.
+
+        Args:
+            url: The address,
+                with its scheme.
+
+                Only http and https.
+        """
+        return url
+
+    properties = Tool.from_function(fetch).spec.parameters["properties"]
+
+    assert properties["url"]["description"] == (
+        "The address, with its scheme.\n\nOnly http and https."
+    )
+
+
+def test_a_numpy_docstring_that_documents_a_ghost_is_rejected() -> None:
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Parameters
+        ----------
+        key : str
+            The key.
+        default : str
+            No such parameter.
+        """
+        return key
+
+    with pytest.raises(ToolDefinitionError, match=r"documents \['default'\]"):
+        Tool.from_function(lookup)
+
+
+def test_an_unreadable_google_section_is_a_definition_error_naming_the_tool() -> None:
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            the key to look up
+        """
+        return key
+
+    with pytest.raises(
+        ToolDefinitionError, match=r"docstring of tool 'lookup' .* cannot be read: Expected a colon"
+    ):
+        Tool.from_function(lookup)
+
+
 class Counter:
     """Count words, the slow way."""
 
