@@ -1,23 +1,43 @@
-"""Providers: the LLM backends agents call — OpenAI, Anthropic, and an offline local one."""
+"""Providers: the LLM backends agents call — OpenAI, Anthropic, and an offline local one.
+
+The SDK-backed providers are imported on first use: ``import selectgraph`` does
+not import the ``openai`` or ``anthropic`` packages (about two seconds and a
+couple of hundred thousand objects the garbage collector would walk forever).
+``from selectgraph.providers import OpenAIProvider`` imports the OpenAI SDK then.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
-from selectgraph.providers._anthropic import AnthropicProvider
 from selectgraph.providers._base import (
     Completion,
     CompletionRequest,
     Provider,
     ResponseFormat,
     StreamChunk,
+    StructuredMode,
     ToolChoice,
     ToolSpec,
 )
+from selectgraph.providers._errors_map import StructuredOutputRejected
 from selectgraph.providers._local import LocalProvider, LocalReply, ScriptExhausted
-from selectgraph.providers._openai import OpenAIProvider
 from selectgraph.providers._pricing import ModelPrice, cost_usd, price_for, register_price
 from selectgraph.providers._retry import ProviderRetry
 from selectgraph.providers._tokens import count_message_tokens, count_text_tokens, register_encoding
+
+if TYPE_CHECKING:
+    from selectgraph.providers._anthropic import AnthropicProvider
+    from selectgraph.providers._openai import OpenAIProvider
+
+# Public name -> the private module that defines it, imported on first access.
+# A provider whose dependency is heavy or optional is added here, not imported above.
+_LAZY: dict[str, str] = {
+    "AnthropicProvider": "selectgraph.providers._anthropic",
+    "OpenAIProvider": "selectgraph.providers._openai",
+}
 
 __all__ = [
     "AnthropicProvider",
@@ -35,6 +55,8 @@ __all__ = [
     "ResponseFormat",
     "ScriptExhausted",
     "StreamChunk",
+    "StructuredMode",
+    "StructuredOutputRejected",
     "ToolChoice",
     "ToolSpec",
     "cost_usd",
@@ -44,3 +66,16 @@ __all__ = [
     "register_encoding",
     "register_price",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -41,10 +41,15 @@ from selectgraph._errors import ProviderError, ProviderRequestError
 from selectgraph._messages import Message, Role, ToolCall
 from selectgraph._usage import Usage
 from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk, ToolChoice
-from selectgraph.providers._errors_map import connection_error, redact, status_error
+from selectgraph.providers._errors_map import (
+    connection_error,
+    redact,
+    status_error,
+    url_secrets,
+)
 from selectgraph.providers._pricing import cost_usd
 from selectgraph.providers._retry import ProviderRetry
-from selectgraph.providers._sdk import OpenStream, SDKProvider, elapsed_ms
+from selectgraph.providers._sdk import LoopClients, OpenStream, SDKProvider, elapsed_ms
 from selectgraph.providers._tokens import estimate_message_tokens
 
 if TYPE_CHECKING:
@@ -118,7 +123,7 @@ class _CreateArgs(TypedDict, total=False):
     extra_body: dict[str, object]
 
 
-class AnthropicProvider(SDKProvider[AsyncStream[RawMessageStreamEvent]]):
+class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStreamEvent]]):
     """An LLM provider backed by Anthropic's Messages API.
 
     Args:
@@ -140,7 +145,6 @@ class AnthropicProvider(SDKProvider[AsyncStream[RawMessageStreamEvent]]):
             a configured credentials profile could not be loaded.
     """
 
-    _client: AsyncAnthropic
     name = "anthropic"
 
     def __init__(
@@ -161,30 +165,38 @@ class AnthropicProvider(SDKProvider[AsyncStream[RawMessageStreamEvent]]):
         """``max_tokens`` sent when a request sets none."""
         self._retry = retry
         self._sleep = sleep
+        self._clients: LoopClients[AsyncAnthropic] | None = None
+        self._shared_client: AsyncAnthropic | None = None
         if client is not None:
-            self._client = client.with_options(max_retries=0)
-            self._owns_client = False
+            self._shared_client = template = client.with_options(max_retries=0)
         else:
-            try:
-                self._client = AsyncAnthropic(
+
+            def build() -> AsyncAnthropic:
+                return AsyncAnthropic(
                     api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
                 )
+
+            try:
+                template = build()
             except anthropic.AnthropicError as exc:
                 # A credentials profile that is configured but broken (missing file,
                 # bad JSON) surfaces here, before any request.
                 message = f"anthropic: cannot load credentials: {exc}"
-                secrets = (api_key,) if api_key else ()
+                secrets = (api_key, *url_secrets(base_url)) if api_key else url_secrets(base_url)
                 raise ProviderRequestError(redact(message, secrets), provider=self.name) from None
-            self._owns_client = True
             # Without credentials the SDK fails each request with a bare TypeError;
             # say so once, here, in terms of what to set.
-            if not (self._client.api_key or self._client.auth_token or self._client.credentials):
+            if not (template.api_key or template.auth_token or template.credentials):
                 raise ProviderRequestError(
                     "anthropic: no API key; pass api_key= or set ANTHROPIC_API_KEY",
                     provider=self.name,
                 )
+            self._clients = LoopClients(build, _close_client, first=template)
+        self._base_url = str(template.base_url)
         self._secrets = tuple(
-            s for s in (api_key, self._client.api_key, self._client.auth_token) if s
+            s
+            for s in (api_key, template.api_key, template.auth_token, *url_secrets(self._base_url))
+            if s
         )
 
     def count_tokens(self, messages: Sequence[Message], model: str | None = None) -> int:
@@ -204,7 +216,8 @@ class AnthropicProvider(SDKProvider[AsyncStream[RawMessageStreamEvent]]):
 
         async def attempt() -> AnthropicMessage:
             try:
-                return await self._client.messages.create(**args)
+                client = await self._client()
+                return await client.messages.create(**args)
             except (anthropic.AnthropicError, httpx2.TransportError) as exc:
                 # ``from None``: the SDK's exception quotes the server's reply, which
                 # may echo the key back; our error carries everything else it said.
@@ -233,7 +246,8 @@ class AnthropicProvider(SDKProvider[AsyncStream[RawMessageStreamEvent]]):
 
         async def open_stream() -> OpenStream[AsyncStream[RawMessageStreamEvent]]:
             try:
-                events = await self._client.messages.create(**args, stream=True)
+                client = await self._client()
+                events = await client.messages.create(**args, stream=True)
             except (anthropic.AnthropicError, httpx2.TransportError) as exc:
                 raise self._error(exc, model) from None
             return OpenStream(stream=events, assembler=_Assembler(model=model))
@@ -329,6 +343,10 @@ class AnthropicProvider(SDKProvider[AsyncStream[RawMessageStreamEvent]]):
             )
         message = f"anthropic: request for model {model!r} failed: {type(exc).__name__}: {exc}"
         return ProviderRequestError(redact(message, self._secrets), provider=self.name)
+
+
+async def _close_client(client: AsyncAnthropic) -> None:
+    await client.close()
 
 
 @dataclass(slots=True)

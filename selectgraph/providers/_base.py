@@ -15,6 +15,7 @@ __all__ = [
     "Provider",
     "ResponseFormat",
     "StreamChunk",
+    "StructuredMode",
     "ToolChoice",
     "ToolSpec",
 ]
@@ -43,6 +44,17 @@ class ResponseFormat:
     strict: bool = True
     """Ask the provider to enforce the schema where it can."""
 
+
+StructuredMode = Literal["json_schema", "json_object", "instructions"]
+"""How a provider asked for structured output.
+
+- ``"json_schema"``: the server constrains the answer to the schema (OpenAI's
+  ``response_format: json_schema``, Anthropic's ``output_config.format``).
+- ``"json_object"``: the server only guarantees JSON; the schema travels in the
+  request for servers that use it (llama.cpp, vLLM), and the caller validates.
+- ``"instructions"``: no server support; the prompt asks for JSON matching the
+  schema, and the caller validates (agents re-ask on a mismatch).
+"""
 
 ToolChoice = Literal["auto", "required", "none"]
 """Whether the model may, must, or must not call a tool.
@@ -91,6 +103,8 @@ class Completion:
     """Why generation stopped: ``"stop"``, ``"tool_calls"``, ``"length"``, ..."""
     latency_ms: float = 0.0
     """Wall time of the call, retries included."""
+    structured_mode: StructuredMode | None = None
+    """How structured output was requested, when the request had a response_format."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

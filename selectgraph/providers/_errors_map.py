@@ -7,6 +7,7 @@ import math
 import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit
 
 from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
 
@@ -14,11 +15,17 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
 __all__ = [
+    "StructuredOutputRejected",
     "connection_error",
+    "is_request_validation_error",
+    "malformed_response",
+    "names_response_format",
     "is_retryable_status",
     "parse_retry_after",
     "redact",
+    "redact_url",
     "status_error",
+    "url_secrets",
 ]
 
 _STATUS_LABELS: dict[int, str] = {
@@ -50,9 +57,38 @@ _HINTS: dict[int, str] = {
 # e.g. a proxy echoing an Authorization header back in its error page.
 _KEY_SHAPES = re.compile(r"(sk-[A-Za-z0-9_\-]{8,})|((?i:bearer)\s+[A-Za-z0-9._~+/\-]{8,}=*)")
 
+# Credentials written into a URL: ``scheme://user:password@host`` and query
+# parameters whose name says they carry a secret (``?api_key=...``, ``&sig=...``).
+_URL_USERINFO = re.compile(r"(?<=://)[^/?#@\s]+@")
+_SECRET_PARAM_NAME = (
+    r"[A-Za-z0-9_.\-]*(?:key|token|secret|passw(?:or)?d|pwd|auth|signature|sig|credential)"
+    r"[A-Za-z0-9_.\-]*"
+)
+_URL_SECRET_PARAM = re.compile(rf"(?i)([?&;]{_SECRET_PARAM_NAME}=)[^&;#\s'\"]+")
+_SECRET_PARAM = re.compile(rf"(?i){_SECRET_PARAM_NAME}")
+
+# A server error that quotes the request's fields is a refusal of the request,
+# not a transient failure (llama.cpp's server answers an unsupported
+# response_format with HTTP 500).
+_NAMES_RESPONSE_FORMAT = re.compile(r"(?i)response_format|json_schema|json_object")
+_NAMES_REQUEST_FIELD = re.compile(
+    r"(?i)response_format|json_schema|json_object|validation error|unprocessable|"
+    r"unrecognized (?:request )?(?:argument|field)|extra fields? not permitted|"
+    r"input should be"
+)
+
 _REDACTED = "[redacted]"
 _MAX_SERVER_MESSAGE = 500
 _MIN_SECRET_LENGTH = 4
+
+
+class StructuredOutputRejected(ProviderRequestError):
+    """The server refused the structured-output mode of the request (not the request itself).
+
+    SDK providers catch this and fall back to a mode the server accepts
+    (``json_schema`` → ``json_object`` → instructions); it reaches the caller
+    only when every mode was refused.
+    """
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
@@ -70,7 +106,44 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     for secret in secrets:
         if len(secret) >= _MIN_SECRET_LENGTH:
             text = text.replace(secret, _REDACTED)
+    text = _URL_USERINFO.sub(_REDACTED + "@", text)
+    text = _URL_SECRET_PARAM.sub(rf"\1{_REDACTED}", text)
     return _KEY_SHAPES.sub(_REDACTED, text)
+
+
+def redact_url(url: str, secrets: Iterable[str] = ()) -> str:
+    """``url`` fit to print: no user or password, no secret-looking query values.
+
+    Args:
+        url: A base URL as configured, e.g. ``http://u:pw@host/v1?api_key=...``.
+        secrets: Further strings to hide.
+
+    Returns:
+        The URL with ``[redacted]`` in place of its credentials.
+    """
+    return redact(url, secrets)
+
+
+def url_secrets(url: str | None) -> tuple[str, ...]:
+    """The credentials written into ``url``: its password and secret query values.
+
+    These join a provider's secrets, so a server that echoes its URL back in an
+    error message cannot leak them either.
+    """
+    if not url:
+        return ()
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return ()
+    found = [password] if password else []
+    found += [
+        value
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+        if value and _SECRET_PARAM.fullmatch(name)
+    ]
+    return tuple(found)
 
 
 def is_retryable_status(status: int) -> bool:
@@ -157,6 +230,50 @@ def status_error(
             retry_after=parse_retry_after(headers),
         )
     return ProviderRequestError(message, provider=provider, status_code=status)
+
+
+def is_request_validation_error(status: int, server_message: str | None) -> bool:
+    """Whether an error status is the server refusing our request's shape, whatever its code.
+
+    Some OpenAI-compatible servers answer a request they cannot validate (an
+    unsupported ``response_format``, an unknown field) with a 500 rather than a
+    400; retrying such a request only repeats the refusal.
+    """
+    if 400 <= status < 500:
+        return status in (400, 422)
+    return server_message is not None and _NAMES_REQUEST_FIELD.search(server_message) is not None
+
+
+def names_response_format(server_message: str | None) -> bool:
+    """Whether an error message is about the request's structured-output settings."""
+    return server_message is not None and _NAMES_RESPONSE_FORMAT.search(server_message) is not None
+
+
+def malformed_response(
+    *, provider: str, model: str, what: str, garbage: bool, secrets: Iterable[str]
+) -> ProviderError:
+    """The ProviderError for a success status whose body is not an answer.
+
+    Args:
+        provider: The provider's name.
+        model: The model the request asked for.
+        what: What was wrong, e.g. ``"the body is not JSON (text/html)"``.
+        garbage: Whether the body is unreadable (not JSON, cut short): what a
+            proxy or gateway sends when it fails, so worth retrying. A readable body
+            of the wrong shape (``{}``, a list) is the same on every try.
+        secrets: Strings that must not appear in the message.
+
+    Returns:
+        A :class:`ProviderRetryableError` for garbage, else a
+        :class:`ProviderRequestError`; both with ``status_code`` 200.
+    """
+    message = f"{provider}: malformed response for model {model!r}: {_clip(what)}"
+    if not garbage:
+        message += "; check that base_url points at a server that speaks this API"
+    message = redact(message, secrets)
+    if garbage:
+        return ProviderRetryableError(message, provider=provider, status_code=200)
+    return ProviderRequestError(message, provider=provider, status_code=200)
 
 
 def connection_error(

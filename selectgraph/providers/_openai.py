@@ -38,10 +38,15 @@ from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRet
 from selectgraph._messages import Message, Role, ToolCall
 from selectgraph._usage import Usage
 from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk
-from selectgraph.providers._errors_map import connection_error, redact, status_error
+from selectgraph.providers._errors_map import (
+    connection_error,
+    redact,
+    status_error,
+    url_secrets,
+)
 from selectgraph.providers._pricing import cost_usd
 from selectgraph.providers._retry import ProviderRetry
-from selectgraph.providers._sdk import OpenStream, SDKProvider, elapsed_ms
+from selectgraph.providers._sdk import LoopClients, OpenStream, SDKProvider, elapsed_ms
 from selectgraph.providers._tokens import count_message_tokens, count_text_tokens
 
 if TYPE_CHECKING:
@@ -99,7 +104,7 @@ class _CreateArgs(TypedDict, total=False):
     extra_body: dict[str, object]
 
 
-class OpenAIProvider(SDKProvider[AsyncStream[ChatCompletionChunk]]):
+class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]]):
     """An LLM provider backed by OpenAI's Chat Completions API (or a compatible server).
 
     Args:
@@ -119,7 +124,6 @@ class OpenAIProvider(SDKProvider[AsyncStream[ChatCompletionChunk]]):
         ProviderRequestError: no API key was given or found and no ``base_url`` is set.
     """
 
-    _client: AsyncOpenAI
     name = "openai"
 
     def __init__(
@@ -138,9 +142,10 @@ class OpenAIProvider(SDKProvider[AsyncStream[ChatCompletionChunk]]):
         """Model used when a request does not name one."""
         self._retry = retry
         self._sleep = sleep
+        self._clients: LoopClients[AsyncOpenAI] | None = None
+        self._shared_client: AsyncOpenAI | None = None
         if client is not None:
-            self._client = client.with_options(max_retries=0)
-            self._owns_client = False
+            self._shared_client = template = client.with_options(max_retries=0)
         else:
             key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
             if not key:
@@ -151,13 +156,18 @@ class OpenAIProvider(SDKProvider[AsyncStream[ChatCompletionChunk]]):
                         provider=self.name,
                     )
                 key = _PLACEHOLDER_KEY
-            self._client = AsyncOpenAI(
-                api_key=key, base_url=base_url, timeout=timeout, max_retries=0
-            )
-            self._owns_client = True
-        self._secrets = tuple(s for s in (api_key, self._client.api_key) if s)
+
+            def build() -> AsyncOpenAI:
+                return AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+
+            template = build()
+            self._clients = LoopClients(build, _close_client, first=template)
+        self._base_url = str(template.base_url)
+        self._secrets = tuple(
+            s for s in (api_key, template.api_key, *url_secrets(self._base_url)) if s
+        )
         if max_tokens_field == "auto":
-            official = self._client.base_url.host.endswith("api.openai.com")
+            official = template.base_url.host.endswith("api.openai.com")
             max_tokens_field = "max_completion_tokens" if official else "max_tokens"
         self._max_tokens_field: MaxTokensField = max_tokens_field
 
@@ -181,7 +191,8 @@ class OpenAIProvider(SDKProvider[AsyncStream[ChatCompletionChunk]]):
 
         async def attempt() -> ChatCompletion:
             try:
-                return await self._client.chat.completions.create(**args)
+                client = await self._client()
+                return await client.chat.completions.create(**args)
             except openai.OpenAIError as exc:
                 # ``from None``: the SDK's exception quotes the server's reply, which
                 # may echo the key back; our error carries everything else it said.
@@ -211,7 +222,8 @@ class OpenAIProvider(SDKProvider[AsyncStream[ChatCompletionChunk]]):
 
         async def open_stream() -> OpenStream[AsyncStream[ChatCompletionChunk]]:
             try:
-                chunks = await self._client.chat.completions.create(
+                client = await self._client()
+                chunks = await client.chat.completions.create(
                     **args, stream=True, stream_options=include_usage
                 )
             except openai.OpenAIError as exc:
@@ -301,6 +313,10 @@ class OpenAIProvider(SDKProvider[AsyncStream[ChatCompletionChunk]]):
             return ProviderRetryableError(redact(message, self._secrets), provider=self.name)
         message = f"openai: request for model {model!r} failed: {type(exc).__name__}: {exc}"
         return ProviderRequestError(redact(message, self._secrets), provider=self.name)
+
+
+async def _close_client(client: AsyncOpenAI) -> None:
+    await client.close()
 
 
 @dataclass(slots=True)

@@ -2,12 +2,29 @@
 
 Both wrap a vendor SDK client, retry through one layer (the SDKs' own retries
 are off), and stream by retrying until the first text arrives, then relaying.
+
+One client per event loop
+    An SDK client pools its HTTP connections, and a pooled connection belongs to
+    the event loop that opened it. Every sync ``run()`` starts and closes a loop
+    of its own (so do ``asyncio.run`` and worker threads), so a single client
+    shared across loops fails the second run with "Event loop is closed" (or, in
+    the Anthropic SDK, silently sends the request again on a new connection).
+    A provider that builds its own client therefore keeps one client per loop,
+    keyed weakly by the loop. Each client is closed inside its loop when the loop
+    shuts down: a small async generator, started in that loop, is finalised by
+    ``loop.shutdown_asyncgens()`` (which ``asyncio.run`` and ``asyncio.Runner``
+    call before closing), and closing it closes the client. A client passed in
+    by the caller is used as given on every loop; its connections are the
+    caller's to manage.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
@@ -16,15 +33,16 @@ from typing import Any, Generic, Self, TypeVar
 
 from selectgraph._errors import ProviderError
 from selectgraph.providers._base import StreamChunk
-from selectgraph.providers._errors_map import redact
+from selectgraph.providers._errors_map import redact_url
 from selectgraph.providers._retry import ProviderRetry, call_with_retries
 
-__all__ = ["OpenStream", "SDKProvider", "elapsed_ms"]
+__all__ = ["LoopClients", "OpenStream", "SDKProvider", "elapsed_ms"]
 
 _log = logging.getLogger("selectgraph.providers")
 
 T = TypeVar("T")
 S = TypeVar("S")
+C = TypeVar("C")
 
 
 def elapsed_ms(started: float) -> float:
@@ -46,30 +64,133 @@ class OpenStream(Generic[S]):
     """Whether the stream has no more items."""
 
 
-class SDKProvider(ABC, Generic[S]):
+@dataclass(slots=True)
+class _LoopClient(Generic[C]):
+    client: C
+    lifetime: AsyncGenerator[None, None]
+
+
+class LoopClients(Generic[C]):
+    """SDK clients, one per event loop, each closed when its loop shuts down.
+
+    Args:
+        build: Makes a new client (with its own connection pool).
+        close: Closes a client's connections (awaited in the client's loop).
+        first: A client built already (to check credentials up front); the first
+            loop to ask gets it, so it is not built twice.
+    """
+
+    def __init__(
+        self,
+        build: Callable[[], C],
+        close: Callable[[C], Awaitable[None]],
+        *,
+        first: C | None = None,
+    ) -> None:
+        self._build = build
+        self._close = close
+        self._spare = first
+        self._lock = threading.RLock()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient[C]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __len__(self) -> int:
+        """How many loops hold a client now."""
+        with self._lock:
+            return len(self._clients)
+
+    async def get(self) -> C:
+        """The client of the running loop, built (and tied to the loop's shutdown) if new."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._clients.get(loop)
+            if entry is not None:
+                return entry.client
+            self._forget_closed_loops()
+            client = self._spare if self._spare is not None else self._build()
+            self._spare = None
+            entry = _LoopClient(client, self._lifetime(loop, client))
+            self._clients[loop] = entry
+        # Started here, the generator is registered with this loop, whose
+        # shutdown_asyncgens() will finalise it (and so close the client).
+        await entry.lifetime.__anext__()
+        return client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client now, and forget clients of closed loops."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._clients.pop(loop, None)
+            self._forget_closed_loops()
+        if entry is not None:
+            await entry.lifetime.aclose()
+
+    async def _lifetime(
+        self, loop: asyncio.AbstractEventLoop, client: C
+    ) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            with self._lock:
+                current = self._clients.get(loop)
+                if current is not None and current.client is client:
+                    del self._clients[loop]
+            if not loop.is_closed():
+                await self._close(client)
+
+    def _forget_closed_loops(self) -> None:
+        # A loop closed without shutdown_asyncgens() (a hand-managed loop) never
+        # finalised its generator; finish it without the loop, which can no longer
+        # run anything. Called with the lock held.
+        for loop in [loop for loop in self._clients if loop.is_closed()]:
+            entry = self._clients.pop(loop)
+            closing = entry.lifetime.aclose()
+            try:
+                closing.send(None)
+            except (StopIteration, StopAsyncIteration):
+                pass
+            else:  # pragma: no cover - the finally never awaits once the loop is closed
+                closing.close()
+
+
+class SDKProvider(ABC, Generic[C, S]):
     """Base of providers that wrap a vendor SDK client.
 
-    Subclasses set ``_client``, ``_owns_client``, ``_secrets``, ``_retry`` and
-    ``_sleep`` in ``__init__`` and implement :meth:`_next_text` (read one stream
-    item into the assembler, returning its text) and :meth:`_close_stream`.
+    Subclasses set ``_clients`` (or ``_shared_client`` for a client the caller
+    passed in), ``_base_url``, ``_secrets``, ``_retry`` and ``_sleep`` in
+    ``__init__`` and implement :meth:`_next_text` (read one stream item into the
+    assembler, returning its text) and :meth:`_close_stream`.
     """
 
     name: str
     default_model: str
-    _client: Any
-    _owns_client: bool
+    _clients: LoopClients[C] | None
+    _shared_client: C | None
+    _base_url: str
     _secrets: tuple[str, ...]
     _retry: ProviderRetry
     _sleep: Callable[[float], Awaitable[None]]
 
     def __repr__(self) -> str:
-        base_url = redact(str(self._client.base_url), self._secrets)
+        base_url = redact_url(self._base_url, self._secrets)
         return f"{type(self).__name__}(base_url={base_url!r}, default_model={self.default_model!r})"
 
+    async def _client(self) -> C:
+        """The SDK client to use in the running event loop."""
+        if self._shared_client is not None:
+            return self._shared_client
+        assert self._clients is not None
+        return await self._clients.get()
+
     async def aclose(self) -> None:
-        """Close the HTTP connections of the client this provider built."""
-        if self._owns_client:
-            await self._client.close()
+        """Close the HTTP connections this provider opened in the running event loop.
+
+        Clients it opened in other loops close when those loops shut down; a client
+        passed in by the caller is left open.
+        """
+        if self._clients is not None:
+            await self._clients.aclose()
 
     async def __aenter__(self) -> Self:
         return self

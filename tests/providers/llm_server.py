@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -238,3 +239,49 @@ def _unscripted(request: RecordedRequest) -> Reply:
         {"error": {"message": f"no scripted reply for {request.path}", "type": "test_error"}},
         status=418,
     )
+
+
+class ServerThread:
+    """A :class:`FakeLLMServer` on a loop of its own, for tests that call providers synchronously.
+
+    ``agent.run()`` starts and closes an event loop per call, so the server cannot
+    live on the test's loop; here it runs on a daemon thread until ``stop()``.
+    """
+
+    def __init__(self) -> None:
+        self.server = FakeLLMServer()
+        self._loop = asyncio.new_event_loop()
+        self._stopped: asyncio.Future[None] | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="fake-llm-server", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        if not self._ready.wait(timeout=10):
+            raise RuntimeError("the fake LLM server did not start")
+        return self
+
+    def stop(self) -> None:
+        """Stop the server; re-raises what a broken script raised inside it."""
+        assert self._stopped is not None
+        self._loop.call_soon_threadsafe(self._stopped.set_result, None)
+        self._thread.join(timeout=10)
+        self._loop.close()
+        if self.server.errors:
+            raise self.server.errors[0]
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        # A broken script's exception is kept in server.errors; stop() re-raises it.
+        with contextlib.suppress(Exception):
+            self._loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        self._stopped = asyncio.get_running_loop().create_future()
+        async with self.server:
+            self._ready.set()
+            await self._stopped
