@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from selectgraph import (
 )
 from selectgraph.graph import Condition
 from selectgraph.graph._edges import Edge
+from selectgraph.graph._spec import NodeEntry, load_reference
 from tests.graph import spec_targets
 from tests.graph.spec_targets import (
     Article,
@@ -758,3 +761,417 @@ def test_spec_problems_left_to_compile_are_reported_by_compile() -> None:
 
     with pytest.raises(GraphBuildError, match=r"dangling_edge"):
         graph.compile()
+
+
+# ------------------------------------------------------- references: a spec is code
+
+ALLOW_TARGETS = [M]
+
+
+@pytest.mark.parametrize(
+    ("field", "extra"),
+    [
+        ("nodes.a.call", {"nodes": {"a": {"call": ref("review.__globals__.get")}}}),
+        (
+            "edges[0].router",
+            {"edges": [{"from": "a", "router": ref("Routers.__init__.__globals__")}]},
+        ),
+        (
+            "edges[0].condition",
+            {"edges": [{"from": "a", "to": "END", "condition": ref("__dict__")}]},
+        ),
+        ("state", {"state": ref("Article.__class__")}),
+        ("reducers.log", {"reducers": {"log": ref("add_up.__builtins__")}}),
+        ("nodes.a.subgraph", {"nodes": {"a": {"subgraph": ref("child_graph.__class__")}}}),
+    ],
+)
+def test_dunder_attribute_path_is_refused_where_it_is_written(
+    field: str, extra: dict[str, Any]
+) -> None:
+    with pytest.raises(GraphSpecError) as info:
+        GraphSpec.from_dict(minimal(**extra))
+
+    message = str(info.value)
+    assert message.startswith(f"{field}: ")
+    assert "may not name dunder attributes" in message
+
+
+def test_dunder_attribute_path_is_refused_even_without_an_allow_list() -> None:
+    # Before: resolved to review.__globals__.get, a door to everything the module holds.
+    message = spec_error(minimal(nodes={"a": {"call": ref("review.__globals__.get")}}))
+
+    assert "reaches through '__globals__'" in message
+
+
+def test_spec_built_without_validation_still_refuses_a_dunder_path() -> None:
+    unchecked = GraphSpec.model_construct(
+        name="g", nodes={"a": NodeEntry.model_construct(call=ref("review.__globals__"))}
+    )
+
+    with pytest.raises(GraphSpecError, match=r"^nodes\.a\.call: .*dunder"):
+        unchecked.build()
+
+
+def test_allow_list_refuses_a_reducer_from_another_module() -> None:
+    # The review's example: reducers: {cmd: "os:popen"} ran a command.
+    with pytest.raises(GraphSpecError) as info:
+        GraphSpec.from_dict(minimal(reducers={"cmd": "os:popen"}), allowed_modules=ALLOW_TARGETS)
+
+    assert str(info.value) == (f"reducers.cmd: module 'os' is not in the allowed modules ({M!r})")
+
+
+def test_allow_list_refuses_a_node_call_from_another_module() -> None:
+    with pytest.raises(GraphSpecError, match=r"^nodes\.a\.call: module 'os' is not in"):
+        GraphSpec.from_dict(minimal(nodes={"a": {"call": "os:system"}}), allowed_modules=["tests"])
+
+
+def test_allow_list_is_checked_before_the_module_is_imported() -> None:
+    # The module raises when imported: a refusal that names the allow-list, not
+    # the RuntimeError, shows it was never imported.
+    spec = minimal(nodes={"a": {"call": "tests.graph.spec_raises_on_import:x", "next": "END"}})
+
+    with pytest.raises(GraphSpecError) as info:
+        GraphSpec.from_dict(spec, allowed_modules=ALLOW_TARGETS)
+
+    assert "is not in the allowed modules" in str(info.value)
+
+
+@pytest.mark.parametrize("attribute", ["json.loads", "dumps"], ids=["module", "re-export"])
+def test_allow_list_refuses_what_an_allowed_module_only_imported(attribute: str) -> None:
+    # spec_targets does `import json` and `from json import dumps`.
+    spec = GraphSpec.from_dict(minimal(nodes={"a": {"call": ref(attribute), "next": "END"}}))
+
+    with pytest.raises(GraphSpecError) as info:
+        spec.build(allowed_modules=["tests"])
+
+    assert str(info.value).startswith(f"nodes.a.call: {ref(attribute)!r} leads to ")
+    assert "from module 'json', which is not in the allowed modules ('tests')" in str(info.value)
+
+
+def test_allow_list_accepts_every_kind_of_reference_from_allowed_modules() -> None:
+    spec = GraphSpec.from_dict(ARTICLE_SPEC, allowed_modules=ALLOW_TARGETS)
+
+    graph = spec.build()
+
+    assert graph.nodes == article_by_code().nodes
+    assert graph.run({"score": 5}).node_order == ["draft", "broken", "recover"]
+
+
+def test_allow_list_accepts_a_referenced_subgraph_router_and_reducer() -> None:
+    spec = {
+        "name": "parent",
+        "state": ref("Article"),
+        "entry": "writer",
+        "reducers": {"score": ref("add_up")},
+        "nodes": {
+            "writer": {
+                "subgraph": ref("child_graph"),
+                "input_map": {"topic": "subject"},
+                "output_map": {"body": "text"},
+            },
+            "polish": {"call": ref("polish"), "next": "END"},
+        },
+        "edges": [{"from": "writer", "router": ref("Routers.always_polish")}],
+    }
+
+    graph = GraphSpec.from_dict(spec, allowed_modules=["tests.graph"]).build()
+
+    assert graph.run({"topic": "owls"}).node_order == ["writer", "polish"]
+
+
+def test_allowed_module_entry_covers_submodules_not_longer_names() -> None:
+    call = {"nodes": {"a": {"call": ref("review"), "next": "END"}}}
+
+    for allowed in (["tests"], ["tests.graph."], [M]):
+        assert GraphSpec.from_dict(minimal(**call), allowed_modules=allowed).build()
+    with pytest.raises(GraphSpecError, match=r"not in the allowed modules \('tests\.gra'\)"):
+        GraphSpec.from_dict(minimal(**call), allowed_modules=["tests.gra"])
+
+
+def test_empty_allow_list_allows_names_and_expressions_but_no_import() -> None:
+    spec = {
+        "name": "mini",
+        "reducers": {"log": "append"},
+        "nodes": {"a": {"call": ref("review")}},
+        "edges": [{"from": "a", "to": "END", "condition": "x > 1"}],
+    }
+
+    with pytest.raises(GraphSpecError) as info:
+        GraphSpec.from_dict(spec, allowed_modules=[])
+
+    assert str(info.value) == f"nodes.a.call: module {M!r} is not in the allowed modules (none)"
+
+
+def test_spec_keeps_its_allow_list_for_build() -> None:
+    spec = GraphSpec.from_dict(minimal(nodes={"a": {"call": "os:fspath", "next": "END"}}))
+    called: Any = spec.build().compile().direct_calls["a"]
+    assert called is os.fspath  # no allow-list: any module
+
+    with pytest.raises(GraphSpecError, match=r"^nodes\.a\.call: module 'os' is not in"):
+        spec.build(allowed_modules=["tests"])
+
+
+def test_nested_spec_is_built_under_the_parents_allow_list() -> None:
+    spec = minimal(
+        nodes={
+            "a": {
+                "subgraph": {
+                    "entry": "w",
+                    "nodes": {"w": {"call": "os:getcwd", "next": "END"}},
+                },
+                "next": "END",
+            }
+        }
+    )
+    with pytest.raises(GraphSpecError) as at_load:
+        GraphSpec.from_dict(spec, allowed_modules=["tests"])
+    with pytest.raises(GraphSpecError) as at_build:
+        GraphSpec.from_dict(spec).build(allowed_modules=["tests"])
+
+    expected = "nodes.a.subgraph.nodes.w.call: module 'os' is not in the allowed modules ('tests')"
+    assert str(at_load.value) == str(at_build.value) == expected
+
+
+@pytest.mark.parametrize("text_format", ["yaml", "json"])
+def test_text_loaders_take_the_allow_list(text_format: str) -> None:
+    spec = minimal(reducers={"cmd": "os:popen"})
+    text = yaml.safe_dump(spec) if text_format == "yaml" else json.dumps(spec)
+    load = GraphSpec.from_yaml if text_format == "yaml" else GraphSpec.from_json
+
+    with pytest.raises(GraphSpecError, match=r"^reducers\.cmd: module 'os' is not in"):
+        load(text, allowed_modules=["tests"])
+
+
+@pytest.mark.parametrize(
+    ("allowed", "message"),
+    [
+        ("tests", "allowed_modules takes a list of module names, not the string 'tests'"),
+        ([""], "allowed_modules: '' is not a module name"),
+        (["tests", ".graph"], "allowed_modules: '.graph' is not a module name"),
+        ([3], "allowed_modules: 3 is not a module name"),
+    ],
+)
+def test_malformed_allow_list_is_rejected(allowed: Any, message: str) -> None:
+    with pytest.raises(GraphSpecError) as info:
+        GraphSpec.from_dict(minimal(), allowed_modules=allowed)
+
+    assert str(info.value) == message
+
+
+def test_load_reference_takes_the_allow_list() -> None:
+    assert load_reference(ref("review"), "here", [M]) is review
+    with pytest.raises(GraphSpecError, match=r"^here: module 'os' is not in"):
+        load_reference("os:getcwd", "here", [M])
+
+
+# ------------------------------------------------------ references: located errors
+
+
+def test_relative_import_is_a_located_spec_error() -> None:
+    message = spec_error(minimal(nodes={"a": {"call": ".spec_targets:review"}}))
+
+    assert message.startswith("nodes.a.call: '.spec_targets:review' is a relative import")
+
+
+def test_module_that_raises_on_import_is_a_located_spec_error() -> None:
+    spec = minimal(nodes={"a": {"call": "tests.graph.spec_raises_on_import:x", "next": "END"}})
+
+    message = spec_error(spec)
+
+    assert message == (
+        "nodes.a.call: importing module 'tests.graph.spec_raises_on_import' raised "
+        "RuntimeError: this module refuses to load"
+    )
+
+
+def test_attribute_lookup_that_raises_is_a_located_spec_error() -> None:
+    spec = minimal(nodes={"a": {"call": "tests.graph.spec_lookup_fails:thing"}})
+
+    message = spec_error(spec)
+
+    assert message.startswith("nodes.a.call: looking up 'thing' in 'tests.graph.spec_lookup_fails'")
+    assert "RuntimeError: no lookups here (thing)" in message
+
+
+@pytest.mark.parametrize(
+    ("reference", "problem"),
+    [("a..b:c", "'a..b' is not a module name"), (f"{M}:review..x", "is not an attribute path")],
+)
+def test_malformed_reference_is_a_located_spec_error(reference: str, problem: str) -> None:
+    message = spec_error(minimal(nodes={"a": {"call": reference}}))
+
+    assert message.startswith("nodes.a.call: ")
+    assert problem in message
+
+
+def test_subgraph_naming_a_function_is_a_located_spec_error() -> None:
+    message = spec_error(minimal(entry="s", nodes={"s": {"subgraph": ref("review")}}))
+
+    assert message == (
+        f"nodes.s.subgraph: {ref('review')!r} is a function, "
+        "not a graph (an AgentGraph or a compiled graph)"
+    )
+
+
+def test_router_naming_something_not_callable_is_a_located_spec_error() -> None:
+    message = spec_error(minimal(edges=[{"from": "a", "router": ref("NOT_A_NODE")}]))
+
+    assert message.startswith("edges[0].router: ")
+
+
+def test_predicate_naming_something_not_callable_is_a_located_spec_error() -> None:
+    message = spec_error(
+        minimal(edges=[{"from": "a", "to": "END", "condition": ref("NOT_A_NODE")}])
+    )
+
+    assert message.startswith("edges[0].condition: ")
+
+
+def test_errors_in_a_nested_spec_carry_the_whole_path() -> None:
+    spec = minimal(
+        entry="s",
+        nodes={"s": {"subgraph": {"nodes": {"w": {"call": ref("nope")}}}}},
+    )
+
+    assert spec_error(spec).startswith("nodes.s.subgraph.nodes.w.call: module ")
+
+
+@pytest.mark.parametrize(
+    ("retry", "field"),
+    [
+        ({"max_retries": -1}, "max_retries"),
+        ({"initial_delay": -0.5}, "initial_delay"),
+        ({"max_delay": -1}, "max_delay"),
+        ({"jitter": -1}, "jitter"),
+        ({"initial_delay": "nan"}, "initial_delay"),
+        ({"max_delay": "inf"}, "max_delay"),
+    ],
+)
+def test_invalid_node_retry_is_a_located_spec_error(retry: dict[str, Any], field: str) -> None:
+    message = spec_error(minimal(nodes={"a": {"call": ref("review"), "retry": retry}}))
+
+    assert message.startswith(f"nodes.a.retry.{field}: ")
+
+
+def test_invalid_graph_retry_is_a_located_spec_error() -> None:
+    assert spec_error(minimal(retry={"max_retries": -1})).startswith("retry.max_retries: ")
+
+
+# --------------------------------------------------------------------- YAML and JSON
+
+
+def alias_bomb(levels: int) -> str:
+    """A YAML spec whose node options nest ``levels`` aliases of nine aliases each."""
+    lines = ['  l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for level in range(1, levels + 1):
+        previous = f"*l{level - 1}"
+        lines.append(f"  l{level}: &l{level} [{', '.join([previous] * 9)}]")
+    body = "\n".join("      " + line for line in lines)
+    return f"""
+name: bomb
+entry: a
+nodes:
+  a:
+    call: "{ref("review")}"
+    next: END
+    options:
+{body}
+"""
+
+
+def test_yaml_alias_expansion_is_bounded() -> None:
+    text = alias_bomb(5)  # 9**5 = 59,049 nodes from under 1 KB of text
+
+    with pytest.raises(GraphSpecError) as info:
+        GraphSpec.from_yaml(text)
+
+    assert str(info.value).startswith("invalid YAML: aliases expand the document from ")
+    assert "at most 10,000 more are allowed" in str(info.value)
+
+
+def test_yaml_alias_bomb_is_refused_at_once() -> None:
+    started = time.perf_counter()
+    with pytest.raises(GraphSpecError, match="aliases expand"):
+        GraphSpec.from_yaml(alias_bomb(9))  # 9**9 = 387 million nodes once expanded
+
+    assert time.perf_counter() - started < 2.0
+
+
+def test_yaml_aliases_within_the_bound_still_work() -> None:
+    text = f"""
+name: mini
+entry: a
+nodes:
+  a: {{call: "{ref("review")}", next: b, retry: &patient {{max_retries: 5, initial_delay: 0}}}}
+  b: {{call: "{ref("review")}", next: END, retry: *patient}}
+"""
+    graph = GraphSpec.from_yaml(text).build().compile()
+
+    assert [graph.nodes[name].retry.max_retries for name in "ab"] == [5, 5]  # type: ignore[union-attr]
+
+
+def test_yaml_merge_key_may_override_a_merged_key() -> None:
+    text = f"""
+name: mini
+entry: a
+retry: &base {{max_retries: 1, initial_delay: 0}}
+nodes:
+  a: {{call: "{ref("review")}", next: END, retry: {{<<: *base, max_retries: 4}}}}
+"""
+    spec = GraphSpec.from_yaml(text)
+
+    assert spec.nodes["a"].retry is not None
+    assert spec.nodes["a"].retry.max_retries == 4
+
+
+def test_yaml_alias_that_contains_itself_is_refused() -> None:
+    with pytest.raises(GraphSpecError, match=r"^invalid YAML: the alias at line 2 contains itself"):
+        GraphSpec.from_yaml("name: x\nedges: &loop [*loop]\n")
+
+
+def test_duplicate_yaml_node_key_is_refused_with_its_line() -> None:
+    # Before: the second 'a' silently replaced the first.
+    text = f"""
+name: mini
+nodes:
+  a: {{call: "{ref("review")}"}}
+  b: {{call: "{ref("review")}"}}
+  a: {{call: "{ref("polish")}"}}
+"""
+    with pytest.raises(GraphSpecError) as info:
+        GraphSpec.from_yaml(text)
+
+    message = str(info.value)
+    assert message.startswith("invalid YAML: ")
+    assert "found duplicate key 'a' (first at line 4)" in message
+    assert "line 6, column 3" in message
+
+
+def test_duplicate_top_level_yaml_key_is_refused() -> None:
+    with pytest.raises(GraphSpecError, match=r"duplicate key 'entry' \(first at line 1\)"):
+        GraphSpec.from_yaml("entry: a\nname: g\nentry: b\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "key"),
+    [
+        ('{"name": "a", "name": "b"}', "<root>", "name"),
+        ('{"nodes": {"a": {"call": "m:f"}, "a": {"call": "m:g"}}}', "nodes", "a"),
+        ('{"edges": [{"from": "a"}, {"from": "a", "from": "b"}]}', "edges[1]", "from"),
+    ],
+)
+def test_duplicate_json_key_is_refused_with_its_place(text: str, where: str, key: str) -> None:
+    with pytest.raises(GraphSpecError) as info:
+        GraphSpec.from_json(text)
+
+    assert str(info.value) == f"invalid JSON: {where}: duplicate key {key!r}"
+
+
+def test_deeply_nested_yaml_is_a_spec_error() -> None:
+    with pytest.raises(GraphSpecError, match=r"^invalid YAML: nested too deeply$"):
+        GraphSpec.from_yaml("options: " + "[" * 5000)
+
+
+def test_deeply_nested_json_is_a_spec_error() -> None:
+    with pytest.raises(GraphSpecError, match=r"^invalid JSON: nested too deeply$"):
+        GraphSpec.from_json('{"options": ' + "[" * 100_000)
