@@ -16,6 +16,8 @@ The tree::
     │   ├── MaxStepsExceeded         the step limit was hit with on_max_steps=THROW
     │   └── LoopDetected             an identical state came back to the same node
     ├── StateSerializationError      a state value cannot be written as JSON
+    │   └── StateDecodeError         a stored state is malformed
+    │       └── TypeNotAllowedError  it names a class the serializer does not allow
     ├── GraphSpecError               a declarative GraphSpec is malformed
     ├── ToolDefinitionError          a function cannot be described as a tool (agents._tools)
     └── ProviderError                an LLM provider call failed
@@ -55,8 +57,10 @@ __all__ = [
     "ReducerError",
     "RoutingError",
     "SelectGraphError",
+    "StateDecodeError",
     "StateSerializationError",
     "StateValidationError",
+    "TypeNotAllowedError",
     "VisitLimitExceeded",
 ]
 
@@ -272,3 +276,21 @@ def attach_context(error: GraphRunError, **context: Any) -> GraphRunError:
         if getattr(error, name, None) is None:
             setattr(error, name, value)
     return error
+
+
+class StateDecodeError(StateSerializationError):
+    """A stored state cannot be loaded (malformed input); ``path`` says where."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.args = (f"cannot load state at {path}: {reason}",)
+
+
+class TypeNotAllowedError(StateDecodeError):
+    """A stored state names a class its serializer does not allow (see docs/security.md)."""
+
+    def __init__(self, path: str, reason: str, *, type_name: str) -> None:
+        super().__init__(path, reason)
+        self.type_name = type_name
+        """The class as the stored state names it, ``module:qualname``."""
+

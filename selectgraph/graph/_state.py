@@ -2,28 +2,128 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping, MutableSequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, MutableSequence
+from typing import TYPE_CHECKING, Any, Final, get_args
 
+from selectgraph._errors import StateDecodeError
 from selectgraph._messages import Message
-from selectgraph._serialization import decode, encode
+from selectgraph._serialization import StateSerializer, brief, default_serializer
+from selectgraph._usage import Usage
 from selectgraph.graph._history import History
+from selectgraph.graph._policies import Outcome
 
 if TYPE_CHECKING:
     from selectgraph.graph._result import NodeResult
 
 _RESULT_KEYS: Final = frozenset({"node", "step", "visit", "outcome"})
+_OUTCOMES: Final = get_args(Outcome)
 
 
-def _encode_history_entry(entry: Any, path: str) -> Any:
-    to_dict = getattr(entry, "to_dict", None)
-    if callable(to_dict):
-        return to_dict(path)
+_Encode = Callable[[Any, str], Any]
+_Decode = Callable[[Any, str], Any]
+
+
+def _encode_history_entry(entry: Any, path: str, encode: _Encode) -> Any:
+    from selectgraph.graph._result import NodeResult
+
+    if type(entry) is NodeResult:
+        return _encode_result(entry, path, encode)
     return encode(entry, path)
+
+
+def _encode_result(result: NodeResult, path: str, encode: _Encode) -> dict[str, Any]:
+    # The layout NodeResult.to_dict writes, with this serializer's settings.
+    output = result.output
+    return {
+        "node": result.node,
+        "step": result.step,
+        "visit": result.visit,
+        "outcome": result.outcome,
+        "output": None if output is None else encode(dict(output), f"{path}.output"),
+        "content": encode(result.content, f"{path}.content"),
+        "error": result.error,
+        "attempts": result.attempts,
+        "duration_ms": result.duration_ms,
+        "usage": None if result.usage is None else result.usage.to_dict(),
+        "agent_result": encode(result.agent_result, f"{path}.agent_result"),
+    }
 
 
 def _is_result(raw: Any) -> bool:
     return isinstance(raw, dict) and raw.keys() >= _RESULT_KEYS
+
+
+def _expect_type(raw: Any, kind: type, path: str, what: str) -> Any:
+    if not isinstance(raw, kind):
+        raise StateDecodeError(path, f"expected {what}, got a {type(raw).__qualname__}")
+    return raw
+
+
+def _expect_list(payload: Mapping[str, Any], key: str) -> list[Any]:
+    return _expect_type(payload.get(key, []), list, key, "a list")  # type: ignore[no-any-return]
+
+
+def _expect_field(raw: Mapping[str, Any], key: str, path: str, kinds: tuple[type, ...]) -> Any:
+    value = raw.get(key)
+    if type(value) not in kinds:
+        names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+        raise StateDecodeError(f"{path}.{key}", f"expected {names}, got {brief(value)}")
+    return value
+
+
+def _decode_message(raw: Any, path: str) -> Message:
+    _expect_type(raw, dict, path, "an object")
+    try:
+        return Message.from_dict(raw)
+    except ValueError as exc:  # pydantic's ValidationError
+        raise StateDecodeError(path, f"not a message: {exc}") from exc
+
+
+def _decode_history_entry(entry: Any, path: str, decode: _Decode) -> tuple[str, Any]:
+    if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str:
+        raise StateDecodeError(path, "expected a [node_name, result] pair")
+    node, raw = entry
+    if _is_result(raw):
+        return node, _decode_result(raw, path, decode)
+    return node, decode(raw, f"{path}[1]")
+
+
+def _decode_result(raw: dict[str, Any], path: str, decode: _Decode) -> NodeResult:
+    from selectgraph.graph._result import NodeResult
+
+    outcome = raw["outcome"]
+    if outcome not in _OUTCOMES:
+        raise StateDecodeError(
+            f"{path}.outcome", f"expected one of {_OUTCOMES}, got {brief(outcome)}"
+        )
+    output = raw.get("output")
+    if output is not None:
+        output = _expect_type(decode(output, f"{path}.output"), dict, f"{path}.output", "an object")
+    return NodeResult(
+        node=_expect_field(raw, "node", path, (str,)),
+        step=_expect_field(raw, "step", path, (int,)),
+        visit=_expect_field(raw, "visit", path, (int,)),
+        outcome=outcome,
+        output=output,
+        content=decode(raw.get("content"), f"{path}.content"),
+        error=_expect_field(raw, "error", path, (str, type(None))),
+        attempts=_expect_field({"attempts": 1, **raw}, "attempts", path, (int,)),
+        duration_ms=_expect_field({"duration_ms": 0.0, **raw}, "duration_ms", path, (float, int)),
+        usage=_decode_usage(raw.get("usage"), f"{path}.usage"),
+        agent_result=decode(raw.get("agent_result"), f"{path}.agent_result"),
+    )
+
+
+def _decode_usage(raw: Any, path: str) -> Usage | None:
+    if raw is None:
+        return None
+    _expect_type(raw, dict, path, "an object")
+    for key in ("input_tokens", "output_tokens", "calls"):
+        if key in raw:
+            _expect_field(raw, key, path, (int,))
+    if "cost_usd" in raw:
+        _expect_field(raw, "cost_usd", path, (float, int))
+    return Usage.from_dict(raw)
 
 
 __all__ = [
@@ -136,18 +236,23 @@ class GraphState:
     def __iter__(self) -> Iterator[str]:
         raise TypeError("GraphState is not iterable; iterate over state.data instead")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, serializer: StateSerializer | None = None) -> dict[str, Any]:
         """A JSON-safe dict; :meth:`from_dict` restores an equal state.
 
+        Args:
+            serializer: Writes the values; the library's default when omitted.
+
         Raises:
-            StateSerializationError: a value has no JSON form; the error names its path.
+            StateSerializationError: a value has no JSON form, nests too deeply or
+                contains itself; the error names its path.
         """
+        encode = (serializer or default_serializer()).encode
         return {
             "messages": [message.to_dict() for message in self.messages],
             "data": {key: encode(value, f"data.{key}") for key, value in self.data.items()},
             "current_node": self.current_node,
             "history": [
-                [node, _encode_history_entry(result, f"history[{i}]")]
+                [node, _encode_history_entry(result, f"history[{i}]", encode)]
                 for i, (node, result) in enumerate(self.history)
             ],
             "metadata": {
@@ -157,20 +262,59 @@ class GraphState:
         }
 
     @classmethod
-    def from_dict(cls, payload: Mapping[str, Any]) -> GraphState:
-        """Rebuild a state written by :meth:`to_dict`."""
-        from selectgraph.graph._result import NodeResult
+    def from_dict(
+        cls,
+        payload: Mapping[str, Any],
+        *,
+        serializer: StateSerializer | None = None,
+        allowed_types: Iterable[type] = (),
+    ) -> GraphState:
+        """Rebuild a state written by :meth:`to_dict`.
 
+        Nothing is imported or called but the classes the serializer allows
+        (the library's own, ``allowed_types``, and those registered with
+        ``serializer``); see ``docs/security.md``.
+
+        Args:
+            payload: What :meth:`to_dict` returned (after a JSON round trip, say).
+            serializer: Reads the values and holds the allow-list; the library's
+                default when omitted.
+            allowed_types: Further Enum subclasses, Pydantic models and
+                dataclasses that may be restored.
+
+        Raises:
+            StateDecodeError: the payload is malformed or, as
+                :class:`TypeNotAllowedError`, names a class that is not allowed;
+                the error names the path.
+        """
+        serializer = serializer or default_serializer()
+        if allowed_types:
+            serializer = serializer.allowing(*allowed_types)
+        decode = serializer.decode
+        raw = _expect_type(payload, Mapping, "state", "an object")
+        data = _expect_type(raw.get("data", {}), dict, "data", "an object")
+        metadata = _expect_type(raw.get("metadata", {}), dict, "metadata", "an object")
+        current = raw.get("current_node")
+        if current is not None and type(current) is not str:
+            raise StateDecodeError(
+                "current_node", f"expected a string or null, got {brief(current)}"
+            )
         return cls(
-            messages=[Message.from_dict(m) for m in payload.get("messages", [])],
-            data={key: decode(value) for key, value in payload.get("data", {}).items()},
-            current_node=payload.get("current_node"),
-            history=[
-                (node, NodeResult.from_dict(raw) if _is_result(raw) else decode(raw))
-                for node, raw in payload.get("history", [])
+            messages=[
+                _decode_message(m, f"messages[{i}]")
+                for i, m in enumerate(_expect_list(raw, "messages"))
             ],
-            metadata={key: decode(value) for key, value in payload.get("metadata", {}).items()},
-            errors=[decode(error) for error in payload.get("errors", [])],
+            data={key: decode(value, f"data.{key}") for key, value in data.items()},
+            current_node=current,
+            history=[
+                _decode_history_entry(entry, f"history[{i}]", decode)
+                for i, entry in enumerate(_expect_list(raw, "history"))
+            ],
+            metadata={key: decode(value, f"metadata.{key}") for key, value in metadata.items()},
+            errors=[
+                _expect_type(decode(error, f"errors[{i}]"), dict, f"errors[{i}]", "an object")
+                for i, error in enumerate(_expect_list(raw, "errors"))
+            ],
         )
 
     def snapshot(self) -> GraphState:
