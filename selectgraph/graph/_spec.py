@@ -643,9 +643,13 @@ def _add_node(
 
 
 def _kind(value: Any) -> str:
-    if callable(value) and not isinstance(value, type):
+    """What a wrongly referenced object is, in words: a function, a class, an int."""
+    if isinstance(value, type):
+        return "a class"
+    if callable(value):
         return "a function"
-    return f"a {type(value).__name__}" if not isinstance(value, type) else "a class"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _add_edge(

@@ -1004,11 +1004,14 @@ def test_malformed_reference_is_a_located_spec_error(reference: str, problem: st
     assert problem in message
 
 
-def test_subgraph_naming_a_function_is_a_located_spec_error() -> None:
-    message = spec_error(minimal(entry="s", nodes={"s": {"subgraph": ref("review")}}))
+@pytest.mark.parametrize(
+    ("name", "kind"), [("review", "a function"), ("Article", "a class"), ("NOT_A_NODE", "an int")]
+)
+def test_subgraph_naming_something_else_is_a_located_spec_error(name: str, kind: str) -> None:
+    message = spec_error(minimal(entry="s", nodes={"s": {"subgraph": ref(name)}}))
 
     assert message == (
-        f"nodes.s.subgraph: {ref('review')!r} is a function, "
+        f"nodes.s.subgraph: {ref(name)!r} is {kind}, "
         "not a graph (an AgentGraph or a compiled graph)"
     )
 
