@@ -1,9 +1,44 @@
-"""Prices: US dollars per million tokens for common models, and the cost of a call."""
+"""Prices: what a model call costs, from genai-prices, with user overrides.
+
+Where prices come from
+    :func:`register_price` overrides come first. Every other model is looked up in
+    `genai-prices <https://github.com/pydantic/genai-prices>`_, the price data the
+    Pydantic team maintains for some 2,000 models of 30-odd providers, which also
+    matches dated snapshots and aliases (``gpt-4o-2024-08-06``,
+    ``claude-3-5-haiku-latest``) to their model. Only the data bundled with the
+    installed package is used (upgrade it for newer prices); nothing is fetched,
+    unless the application itself starts genai-prices' ``UpdatePrices``.
+
+Unknown models
+    A model neither source knows (a local model, a fine-tune), or one genai-prices
+    lists without a price for tokens, has no price:
+    :func:`price_for` and :func:`cost_usd` return ``None``, and a
+    :class:`~selectgraph.Usage` built from such a call counts it in
+    ``unpriced_calls`` rather than as costing $0.
+
+Cost per call
+    Each model name is resolved once (per day and per genai-prices data
+    snapshot, since prices have start dates) to a :class:`ModelPrice`, so pricing
+    a call is two multiplications. The few models whose price has more than one
+    long-prompt tier, a per-request fee or a time-of-day rate are priced by
+    genai-prices on every call.
+"""
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+import genai_prices
+from genai_prices import data_snapshot
+from genai_prices import types as genai_types
+
+if TYPE_CHECKING:
+    from genai_prices.data_snapshot import DataSnapshot
 
 __all__ = ["ModelPrice", "cost_usd", "price_for", "register_price"]
 
@@ -13,9 +48,8 @@ class ModelPrice:
     """Price of one model, in US dollars per million tokens.
 
     Some models bill a whole request at higher rates once its prompt passes a
-    size (OpenAI's GPT-5.6 and GPT-6 families above 272K input tokens, Claude
-    Haiku 5.5 above 100K); ``long_prompt_tokens`` and the two ``long_*`` rates
-    describe that tier.
+    size (OpenAI's GPT-5.6 family above 272K input tokens, Claude Haiku 5.5 above
+    100K); ``long_prompt_tokens`` and the two ``long_*`` rates describe that tier.
     """
 
     input_per_mtok: float
@@ -54,94 +88,7 @@ class ModelPrice:
         return (input_tokens * input_rate + output_tokens * output_rate) / 1e6
 
 
-def _openai_tiered(input_per_mtok: float, output_per_mtok: float) -> ModelPrice:
-    """OpenAI's long-context rule: above 272K input tokens, 2x input and 1.5x output."""
-    return ModelPrice(
-        input_per_mtok,
-        output_per_mtok,
-        long_prompt_tokens=272_000,
-        long_input_per_mtok=input_per_mtok * 2,
-        long_output_per_mtok=output_per_mtok * 1.5,
-    )
-
-
-# Standard (non-batch, non-priority) rates, checked on 2026-11-21 against the
-# providers' model pages: developers.openai.com/api/docs/models/<model> and
-# /api/docs/pricing, platform.claude.com/docs/en/models/<model>/overview.
-# Keys are model names as each API spells them. A key also prices its dated
-# snapshots and aliases ("gpt-4o-2024-08-06", "claude-sonnet-4-20250514",
-# "claude-3-5-haiku-latest"), but never a different model that merely starts
-# with the same letters: see price_for().
-_PRICES: dict[str, ModelPrice] = {
-    # OpenAI, GPT-6 families.
-    "gpt-6.2-astra": _openai_tiered(8.00, 40.00),
-    "gpt-6.2-sol": _openai_tiered(2.00, 10.00),
-    "gpt-6.1-sol": _openai_tiered(2.00, 10.00),
-    "gpt-6.1-terra": _openai_tiered(1.00, 5.00),
-    "gpt-6-astra": _openai_tiered(10.00, 50.00),
-    "gpt-6-sol": _openai_tiered(2.00, 10.00),
-    "gpt-6-luna": _openai_tiered(0.10, 0.50),
-    # OpenAI, GPT-5.6 (the bare "gpt-5.6" alias routes to Sol). Sol is at its
-    # $5/$30 list price: the $4/$20 promotion was only guaranteed to 2026-11-21.
-    "gpt-5.6": _openai_tiered(5.00, 30.00),
-    "gpt-5.6-sol": _openai_tiered(5.00, 30.00),
-    "gpt-5.6-terra": _openai_tiered(2.00, 12.00),
-    "gpt-5.6-luna": _openai_tiered(0.20, 1.20),
-    # OpenAI, GPT-5 to GPT-5.5. Their long-context rates were not confirmed,
-    # so they stay flat.
-    "gpt-5.5": ModelPrice(5.00, 30.00),
-    "gpt-5.5-pro": ModelPrice(30.00, 180.00),
-    "gpt-5.4": ModelPrice(2.50, 15.00),
-    "gpt-5.4-mini": ModelPrice(0.75, 4.50),
-    "gpt-5.4-nano": ModelPrice(0.20, 1.25),
-    "gpt-5.2": ModelPrice(1.75, 14.00),
-    "gpt-5.1": ModelPrice(1.25, 10.00),
-    "gpt-5": ModelPrice(1.25, 10.00),
-    "gpt-5-mini": ModelPrice(0.25, 2.00),
-    "gpt-5-nano": ModelPrice(0.05, 0.40),
-    # OpenAI, earlier models still served.
-    "gpt-4.1": ModelPrice(2.00, 8.00),
-    "gpt-4.1-mini": ModelPrice(0.40, 1.60),
-    "gpt-4.1-nano": ModelPrice(0.10, 0.40),
-    "gpt-4o": ModelPrice(2.50, 10.00),
-    "gpt-4o-mini": ModelPrice(0.15, 0.60),
-    "o1": ModelPrice(15.00, 60.00),
-    "o3": ModelPrice(2.00, 8.00),
-    "o3-mini": ModelPrice(1.10, 4.40),
-    "o4-mini": ModelPrice(1.10, 4.40),
-    # Anthropic, current lineup.
-    "claude-fable-5-1": ModelPrice(10.00, 50.00),
-    "claude-opus-5-5": ModelPrice(4.00, 20.00),
-    "claude-sonnet-5-5": ModelPrice(2.00, 10.00),
-    "claude-haiku-5-5": ModelPrice(
-        0.10,
-        0.50,
-        long_prompt_tokens=100_000,
-        long_input_per_mtok=0.50,
-        long_output_per_mtok=2.50,
-    ),
-    # Anthropic, legacy models still served.
-    "claude-fable-5": ModelPrice(10.00, 50.00),
-    "claude-opus-5": ModelPrice(5.00, 25.00),
-    "claude-sonnet-5": ModelPrice(2.00, 10.00),
-    "claude-opus-4-8": ModelPrice(5.00, 25.00),
-    "claude-opus-4-7": ModelPrice(5.00, 25.00),
-    "claude-opus-4-6": ModelPrice(5.00, 25.00),
-    "claude-opus-4-5": ModelPrice(5.00, 25.00),
-    "claude-opus-4-1": ModelPrice(15.00, 75.00),
-    "claude-opus-4-0": ModelPrice(15.00, 75.00),
-    "claude-opus-4": ModelPrice(15.00, 75.00),
-    "claude-sonnet-4-6": ModelPrice(3.00, 15.00),
-    "claude-sonnet-4-5": ModelPrice(3.00, 15.00),
-    "claude-sonnet-4-0": ModelPrice(3.00, 15.00),
-    "claude-sonnet-4": ModelPrice(3.00, 15.00),
-    "claude-haiku-4-5": ModelPrice(1.00, 5.00),
-    "claude-3-7-sonnet": ModelPrice(3.00, 15.00),
-    "claude-3-5-haiku": ModelPrice(0.80, 4.00),
-    "claude-3-haiku": ModelPrice(0.25, 1.25),
-}
-
-# What may follow a table key and still name the same model: dated snapshots
+# What may follow a registered name and still name the same model: dated snapshots
 # ("-2024-08-06", "-20250514", "@20250514", "-0125"), "-latest", a Bedrock-style
 # version ("-v1:0") and a context-window tag ("[1m]"). Anything else ("-mini",
 # ".1", "-5", "-pro") is a different model, which must not borrow this price.
@@ -149,9 +96,33 @@ _SNAPSHOT_SUFFIX = re.compile(
     r"(?:-\d{4}-\d{2}-\d{2}|[-@]\d{8}|-\d{4}|-latest|-v\d+(?::\d+)?|\[1m\])*"
 )
 
+# Prices registered by the application, by lower-cased model name.
+_overrides: dict[str, ModelPrice] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    """What a model name resolved to, and for how long that holds."""
+
+    price: ModelPrice | None
+    """The price, when it fits a ModelPrice."""
+    model: genai_types.ModelInfo | None
+    """A genai-prices model priced on every call (its price does not fit a ModelPrice)."""
+    provider: genai_types.Provider | None
+    snapshot: DataSnapshot | None
+    """The genai-prices data this came from; ``None`` for an override."""
+    day: int
+    """The UTC day (days since the epoch) it was resolved on."""
+
+
+# Resolutions by lower-cased model name; cleared when an override changes.
+_cache: dict[str, _Resolved] = {}
+
 
 def register_price(model_prefix: str, price: ModelPrice) -> None:
     """Add or replace the price of a model and of its dated snapshots.
+
+    A registered price wins over genai-prices' data, for that model only.
 
     Args:
         model_prefix: The model name as its API spells it, e.g. ``"my-finetune"``;
@@ -159,32 +130,116 @@ def register_price(model_prefix: str, price: ModelPrice) -> None:
             the same, while ``"my-finetune-large"`` does not.
         price: Dollars per million tokens.
     """
-    _PRICES[model_prefix.lower()] = price
+    _overrides[model_prefix.lower()] = price
+    _cache.clear()
 
 
 def price_for(model: str) -> ModelPrice | None:
-    """The price of ``model``, or ``None`` if the table does not know it.
+    """The price of ``model`` per million tokens, or ``None`` if it is unknown.
 
-    The longest table key that ``model`` starts with wins, provided the rest of
-    the name is only a snapshot or alias suffix (a date, ``-latest``, ...). So
-    ``"gpt-4o-mini-2024-07-18"`` prices as ``"gpt-4o-mini"``, and a model the
-    table lacks, such as ``"o3-pro"``, is unknown rather than priced as ``"o3"``.
+    A registered price wins: the longest registered name that ``model`` starts
+    with, provided the rest is only a snapshot or alias suffix (a date,
+    ``-latest``, ...), so ``"my-model-2026-01-01"`` prices as ``"my-model"`` but
+    ``"my-model-pro"`` does not. Otherwise genai-prices' current price, when it
+    is per token with at most one long-prompt tier; ``None`` for a model
+    genai-prices prices some other way (see :func:`cost_usd`, which handles those).
     """
+    return _resolve(model).price
+
+
+def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float | None:
+    """Cost in US dollars of one call of ``model``; ``None`` if its price is unknown."""
+    resolved = _resolve(model)
+    if resolved.price is not None:
+        return resolved.price.cost(input_tokens, output_tokens)
+    if resolved.model is None or resolved.provider is None:
+        return None
+    usage = genai_prices.Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    return float(resolved.model.calc_price(usage, resolved.provider).total_price)
+
+
+def _resolve(model: str) -> _Resolved:
     name = model.lower()
+    day = int(time.time() // 86_400)
+    snapshot = data_snapshot.get_snapshot()
+    resolved = _cache.get(name)
+    if resolved is not None and resolved.day == day and resolved.snapshot in (None, snapshot):
+        return resolved
+    override = _override_for(name)
+    if override is not None:
+        resolved = _Resolved(price=override, model=None, provider=None, snapshot=None, day=day)
+    else:
+        resolved = _from_genai_prices(name, snapshot, day)
+    _cache[name] = resolved
+    return resolved
+
+
+def _override_for(name: str) -> ModelPrice | None:
     best: str | None = None
-    for key in _PRICES:
+    for key in _overrides:
         if (
             name.startswith(key)
             and (best is None or len(key) > len(best))
             and _SNAPSHOT_SUFFIX.fullmatch(name, len(key)) is not None
         ):
             best = key
-    return _PRICES[best] if best is not None else None
+    return _overrides[best] if best is not None else None
 
 
-def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float:
-    """Estimated cost of one call; 0.0 for models without a known price."""
-    price = price_for(model)
-    if price is None:
-        return 0.0
-    return price.cost(input_tokens, output_tokens)
+def _from_genai_prices(name: str, snapshot: DataSnapshot, day: int) -> _Resolved:
+    unknown = _Resolved(price=None, model=None, provider=None, snapshot=snapshot, day=day)
+    try:
+        provider, info = snapshot.find_provider_model(name, None, None, None)
+    except LookupError:
+        return unknown
+    current = info.get_prices(datetime.now(UTC))
+    if current.requests_kcount is None and current.input_mtok is current.output_mtok is None:
+        # Listed with no price for tokens (none at all, or only for images, web
+        # searches...): what its tokens cost is unknown, which is not $0.
+        return unknown
+    price = None if _varies_by_time_of_day(info) else _as_model_price(current)
+    return _Resolved(
+        price=price,
+        model=None if price is not None else info,
+        provider=provider,
+        snapshot=snapshot,
+        day=day,
+    )
+
+
+def _varies_by_time_of_day(info: genai_types.ModelInfo) -> bool:
+    return isinstance(info.prices, list) and any(
+        isinstance(p.constraint, genai_types.TimeOfDateConstraint) for p in info.prices
+    )
+
+
+def _as_model_price(price: genai_types.ModelPrice) -> ModelPrice | None:
+    """``price`` as a ModelPrice, or ``None`` if that would drop part of it."""
+    if price.requests_kcount is not None:
+        return None  # a fee per request
+    rates = (price.input_mtok, price.output_mtok)
+    tiers = [r.tiers for r in rates if isinstance(r, genai_types.TieredPrices)]
+    starts = {tier.start for found in tiers for tier in found}
+    if any(len(found) > 1 for found in tiers) or len(starts) > 1:
+        return None
+    base_in, long_in = _rates(price.input_mtok)
+    base_out, long_out = _rates(price.output_mtok)
+    if not starts:
+        return ModelPrice(base_in, base_out)
+    return ModelPrice(
+        base_in,
+        base_out,
+        long_prompt_tokens=starts.pop(),
+        long_input_per_mtok=long_in,
+        long_output_per_mtok=long_out,
+    )
+
+
+def _rates(rate: Decimal | genai_types.TieredPrices | None) -> tuple[float, float]:
+    """A rate's base and long-prompt values (the same when it has no tier)."""
+    if rate is None:
+        return 0.0, 0.0
+    if isinstance(rate, Decimal):
+        return float(rate), float(rate)
+    base = float(rate.base)
+    return base, float(rate.tiers[0].price) if rate.tiers else base
