@@ -1100,6 +1100,19 @@ def test_yaml_alias_bomb_is_refused_at_once() -> None:
     assert time.perf_counter() - started < 2.0
 
 
+def test_yaml_merge_key_expansion_is_bounded() -> None:
+    # Each level merges the one below twice: PyYAML's merge flattening doubles
+    # per level (20 levels, 943 bytes, took 11 s before the bound).
+    lines = ["m0: &m0 {k0: 1}"]
+    lines += [f"m{n}: &m{n} {{<<: [*m{n - 1}, *m{n - 1}], k{n}: {n}}}" for n in range(1, 15)]
+    text = f"name: bomb\nnodes:\n  a:\n    call: {ref('review')}\n    options:\n" + "".join(
+        f"      {line}\n" for line in lines
+    )
+
+    with pytest.raises(GraphSpecError, match=r"^invalid YAML: aliases expand the document"):
+        GraphSpec.from_yaml(text)
+
+
 def test_yaml_aliases_within_the_bound_still_work() -> None:
     text = f"""
 name: mini
