@@ -222,6 +222,8 @@ def _io_graph(blocking: bool) -> AgentGraph:
     The async form fans out with a list of targets, the blocking form through a
     parallel group (whose sync nodes run in worker threads): both forms get timed.
     """
+    # A list of targets in add_edge lands with the rest of the parallel API.
+    _require("AgentGraph.add_parallel_nodes" if blocking else "Scatter")
     names = [f"b{i}" for i in range(IO_BRANCHES)]
     graph = AgentGraph("parallel_io", state_schema=Done, max_steps=None)
     graph.add_node("start", _noop)
@@ -229,12 +231,10 @@ def _io_graph(blocking: bool) -> AgentGraph:
         graph.add_node(name, _io_branch(index, blocking))
     graph.add_node("join", _noop)
     if blocking:
-        _require("AgentGraph.add_parallel_nodes")
         graph.add_parallel_nodes("group", names)  # type: ignore[attr-defined, unused-ignore]
         graph.add_edge("start", "group")
         graph.add_edge("group", "join")
     else:
-        _require("Scatter")  # list fan-out lands with the rest of the parallel API
         graph.add_edge("start", names)  # type: ignore[arg-type, unused-ignore]
         for name in names:
             graph.add_edge(name, "join")
