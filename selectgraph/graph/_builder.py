@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal, Self
 from selectgraph._callables import callable_name
 from selectgraph._errors import Diagnostic, GraphBuildError
 from selectgraph._sentinels import END, UNSET, EndType, Unset
-from selectgraph.graph._adapters import make_adapter
+from selectgraph.graph._adapters import make_adapter, reject_class
 from selectgraph.graph._compile import compile_graph, validate_graph
 from selectgraph.graph._compiled import CompiledGraph, GraphInput, GraphSettings
 from selectgraph.graph._edges import EdgeKind, Trigger
@@ -123,6 +123,7 @@ class AgentGraph:
         description: str = "",
         conversation: Conversation = "isolated",
         compact_at_tokens: int = 8000,
+        strict_entry: bool = False,
     ) -> None:
         """Create an empty graph.
 
@@ -147,6 +148,8 @@ class AgentGraph:
                 or ``"continuous"`` (agent nodes share one growing thread).
             compact_at_tokens: In a continuous conversation, summarise older
                 turns once the thread is longer than this.
+            strict_entry: Require ``set_entry()`` (OpenArmature's rule). By default
+                the first node added is the entry when none is set.
         """
         self.name = name
         self.description = description
@@ -174,6 +177,7 @@ class AgentGraph:
         self._nodes: dict[str, NodeDecl] = {}
         self._edges: list[EdgeDecl] = []
         self._entry: str | None = None
+        self._strict_entry = strict_entry
         self._problems: list[Diagnostic] = []
         self._compiled: CompiledGraph | None = None
         self._compiled_key: tuple[Any, ...] | None = None
@@ -258,6 +262,7 @@ class AgentGraph:
         Raises:
             TypeError: ``node`` cannot be a node, or options do not apply to it.
         """
+        reject_class(name, node)
         hook = getattr(node, "__selectgraph_node__", None)
         if options and hook is None:
             raise TypeError(

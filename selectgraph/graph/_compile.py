@@ -16,6 +16,7 @@ from selectgraph._sentinels import END, EndType
 from selectgraph.graph._compiled import CompiledGraph
 from selectgraph.graph._edges import Edge, NodeRoutes, RouteContext
 from selectgraph.graph._nodes import NodeSpec
+from selectgraph.graph._policies import ErrorPolicy
 from selectgraph.graph._safe_eval import ALIASES, Condition, ConditionSyntaxError, parse_condition
 from selectgraph.graph._schema import StateSchema, build_schema
 from selectgraph.graph._subgraph import Projection, SubgraphAdapter, check_projection
@@ -71,6 +72,8 @@ class _Compiler:
         if not decls:
             self.error("empty_graph", f"graph {graph.name!r} has no nodes; add_node() first")
         entry = graph._entry
+        if entry is None and decls and not graph._strict_entry:
+            entry = next(iter(decls))  # auto-entry: the first node added
         if entry is None:
             if decls:
                 self.error(
@@ -152,6 +155,15 @@ class _Compiler:
                     "a node",
                     name,
                 )
+        if decl.error_policy is ErrorPolicy.RETRY and not adapter.executor_retries:
+            self.warn(
+                "retry_policy_ignored",
+                f"node {name!r} sets error_policy=ErrorPolicy.RETRY, but it is a "
+                f"{adapter.kind} node, which retries through its judge "
+                "(ACCEPT / RETRY / ESCALATE); the executor does not retry it again. "
+                "Configure retries on the agent, or choose ABORT / SKIP here",
+                name,
+            )
         return NodeSpec(
             name=name,
             adapter=adapter,

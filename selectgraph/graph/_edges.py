@@ -186,16 +186,13 @@ def _check_target(edge: Edge, target: Any, nodes: Mapping[str, object], how: str
 
 def _router_target(
     edge: Edge, value: Any, nodes: Mapping[str, object]
-) -> tuple[str | EndType, Directive | None]:
+) -> tuple[str | EndType | None, Directive | None]:
+    """The router's target (``None`` for update() without one) and its directive, if any."""
     how = f"router {edge.label!r}"
     directive: Directive | None = None
     if isinstance(value, Directive):
         if value.target is None:
-            raise RoutingError(
-                f"{how} on {edge.source!r} returned update() without a target; "
-                "use goto(target, update={...})",
-                node=edge.source,
-            )
+            return None, value
         directive, value = value, value.target
     path_map = edge.path_map
     if path_map is not None and directive is None:
@@ -237,7 +234,7 @@ def _decide(edge: Edge, state: GraphState) -> Generator[Any, Any, RouteDecision]
     )
     view = StateView(state, f"llm_decide on {edge.source!r}", readonly=True)
     try:
-        decision: RouteDecision = yield edge.decider(view, route)
+        decision: RouteDecision = yield edge, edge.decider(view, route)
     except Exception as exc:  # a failed call is a documented way to reach the fallback
         decision = RouteDecision(target=None, error=f"{type(exc).__name__}: {exc}")
     if decision.error is None and decision.target not in route.candidates:
@@ -282,7 +279,9 @@ def _resolution(
     state: GraphState,
     nodes: Mapping[str, object],
 ) -> Generator[Any, Any, Resolved]:
-    """The edge walk, as a generator that yields any awaitable a router returns.
+    """The edge walk, as a generator yielding ``(edge, awaitable)`` for each awaitable.
+
+    An awaitable is what an async condition, router or llm_decide decider returns.
 
     Writing it once as a generator lets a synchronous driver (no event loop)
     and an async driver share one implementation.
@@ -306,7 +305,7 @@ def _resolution(
                         view = StateView(state, f"condition on {source!r}", readonly=True)
                     matched = condition(view)  # type: ignore[misc,arg-type]
                     if inspect.isawaitable(matched):
-                        matched = yield matched
+                        matched = yield edge, matched
                 if matched:
                     return edge.target, edge, None, None  # type: ignore[return-value]
                 continue
@@ -314,12 +313,16 @@ def _resolution(
                 view = StateView(state, f"router on {source!r}", readonly=True)
             value = edge.router(view)  # type: ignore[misc]
             if inspect.isawaitable(value):
-                value = yield value
+                value = yield edge, value
         except (RoutingError, EdgeError):
             raise
         except Exception as exc:
             raise _edge_error(edge, exc, state) from exc
         target, directive = _router_target(edge, value, nodes)
+        if target is None:
+            # update() without a target: the patch is applied before routing, and
+            # a router is a node's only unconditional way on, so the run ends.
+            target = END
         return target, edge, directive, None
     tried = "; ".join(edge.describe() for edge in candidates) or "none"
     raise RoutingError(
@@ -352,16 +355,26 @@ def resolve_next(
         be merged before moving on.
 
     Raises:
-        EdgeError: a condition or router raised.
+        EdgeError: a condition or router raised, or a plain (non-async) one
+            returned a coroutine or another awaitable.
         RoutingError: a router returned an unknown target, or no edge matched.
     """
     walk = _resolution(source, routes, outcome_ok, state, nodes)
     try:
-        walk.send(None)
+        edge, pending = walk.send(None)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
     walk.close()
-    raise RuntimeError(f"an edge of {source!r} is async; resolve it with aresolve_next()")
+    if inspect.iscoroutine(pending):
+        pending.close()  # never awaited, and nobody will: no "never awaited" warning
+    raise _edge_error(
+        edge,
+        TypeError(
+            f"it is a plain function but returned {type(pending).__name__} {pending!r}; "
+            "declare it with 'async def' so the engine awaits it"
+        ),
+        state,
+    )
 
 
 async def aresolve_next(
@@ -377,7 +390,7 @@ async def aresolve_next(
     error: Exception | None = None
     while True:
         try:
-            awaitable = walk.send(value) if error is None else walk.throw(error)
+            _, awaitable = walk.send(value) if error is None else walk.throw(error)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         try:

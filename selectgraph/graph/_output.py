@@ -93,7 +93,15 @@ def _short(value: Any) -> str:
 
 
 def _writes_from_state(returned: GraphState, view: StateView, node: str) -> ViewWrites:
-    """Whole-value writes implied by a node returning a GraphState of its own making."""
+    """Whole-value writes implied by a node returning a GraphState of its own making.
+
+    Only ``data``, ``metadata`` and ``messages`` are read from the returned
+    state, each relative to this run's state. Its ``history`` and ``errors``
+    are the engine's record of *a* run, and the returned state may come from
+    another run (``return other_graph.run(...).state``): splicing them in would
+    list nodes this run never executed, so they are ignored. A node records
+    nothing in history; the engine records the node itself.
+    """
     writes = view.collect() or ViewWrites()
     live = view._live  # the engine's state: compare against it without copying
     for key, value in returned.data.items():
@@ -103,7 +111,6 @@ def _writes_from_state(returned: GraphState, view: StateView, node: str) -> View
         if key not in live.metadata or live.metadata[key] != value:
             writes.metadata[key] = value
     writes.messages = _appended(returned.messages, live.messages, writes.messages, node, "messages")
-    writes.history = _appended(returned.history, live.history, writes.history, node, "history")
     return writes
 
 
@@ -123,7 +130,8 @@ def _appended(returned: Any, live: Any, via_view: list[Any], node: str, what: st
     if returned_list[:known] != live_list:
         raise NodeContractError(
             f"node {node!r} returned a GraphState whose {what} rewrite earlier entries; "
-            f"nodes may only append to {what}",
+            f"nodes may only append to {what}. If it is the state of another run, return "
+            "the updates to keep instead (e.g. its data, or the messages it added)",
             node=node,
         )
     extension = returned_list[known:]

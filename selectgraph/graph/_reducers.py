@@ -89,6 +89,14 @@ class Reducer:
         """The field's fingerprint once ``plan`` is applied; called before :meth:`apply`."""
         return fingerprint(plan)
 
+    def starting_from(self, start: Callable[[], Any]) -> Reducer:
+        """This reducer for a field that, with no value yet, starts from ``start()``.
+
+        Built-in reducers already know where they start; a user function gets
+        ``start()`` instead of ``None`` (see :class:`_FunctionReducer`).
+        """
+        return self
+
     def __repr__(self) -> str:
         return self.name
 
@@ -96,12 +104,29 @@ class Reducer:
 class _FunctionReducer(Reducer):
     """A user function ``(current, update) -> new`` used as a reducer."""
 
-    def __init__(self, fn: Callable[[Any, Any], Any], name: str, idempotent: bool) -> None:
+    def __init__(
+        self,
+        fn: Callable[[Any, Any], Any],
+        name: str,
+        idempotent: bool,
+        start: Callable[[], Any] | None = None,
+    ) -> None:
         self._fn = fn
         self.name = name
         self.round_trip_idempotent = idempotent
+        self._start = start
+
+    def starting_from(self, start: Callable[[], Any]) -> _FunctionReducer:
+        """This reducer, given ``start()`` instead of ``None`` for a field with no value yet.
+
+        How a typed field with a binary-operator reducer begins, as in LangGraph:
+        ``Annotated[list, operator.add]`` starts from ``[]``.
+        """
+        return _FunctionReducer(self._fn, self.name, self.round_trip_idempotent, start)
 
     def __call__(self, current: Any, update: Any) -> Any:
+        if current is None and self._start is not None:
+            current = self._start()
         return self._fn(current, update)
 
     def __eq__(self, other: object) -> bool:
@@ -288,6 +313,27 @@ class _BoundedAppend(_ListExtend):
         return hash(("bounded_append", self.max_len))
 
 
+def _itself(item: Any) -> Hashable:
+    return item  # type: ignore[no-any-return]
+
+
+def _item_key(key_of: Callable[[Any], Hashable], item: Any, role: str, index: int) -> Hashable:
+    """``key_of(item)``, checked hashable; a failure names the item (``update[3]``)."""
+    try:
+        key = key_of(item)
+        hash(key)
+    except KeyError as exc:
+        missing = exc.args[0] if exc.args else None
+        raise LookupError(f"{role}[{index}] has no key {missing!r}: {_describe(item)}") from exc
+    except TypeError as exc:
+        raise TypeError(f"the key of {role}[{index}] is unhashable or invalid: {exc}") from exc
+    except Exception as exc:
+        raise ValueError(
+            f"the key function failed on {role}[{index}]: {type(exc).__name__}: {exc}"
+        ) from exc
+    return key
+
+
 def _key_function(key: Any, reducer_name: str) -> Callable[[Any], Hashable]:
     if isinstance(key, str):
         field_name = key
@@ -295,7 +341,10 @@ def _key_function(key: Any, reducer_name: str) -> Callable[[Any], Hashable]:
         def by_field(item: Any) -> Hashable:
             if isinstance(item, Mapping):
                 return item[field_name]  # type: ignore[no-any-return]
-            return getattr(item, field_name)  # type: ignore[no-any-return]
+            try:
+                return getattr(item, field_name)  # type: ignore[no-any-return]
+            except AttributeError:
+                raise KeyError(field_name) from None
 
         return by_field
     if callable(key):
@@ -322,10 +371,9 @@ class _DedupeAppend(_ListExtend):
 
     round_trip_idempotent = True
 
-    def _key_of(self, item: Any) -> Hashable:
-        key = item if self._key is None else self._key(item)
-        hash(key)  # a clear TypeError now beats a confusing one inside a set
-        return key
+    def _key_of(self, item: Any, role: str, index: int) -> Hashable:
+        # Checked hashable here: a clear error now beats a confusing one inside a set.
+        return _item_key(_itself if self._key is None else self._key, item, role, index)
 
     def _seen(self, current: list[Any], scratch: Any) -> set[Hashable]:
         if (
@@ -334,7 +382,7 @@ class _DedupeAppend(_ListExtend):
             and scratch.length == len(current)
         ):
             return scratch.keys
-        return {self._key_of(item) for item in current}
+        return {self._key_of(item, "current value", i) for i, item in enumerate(current)}
 
     def __call__(self, current: Any, update: Any) -> Any:
         prior = self._current_list(MISSING if current is None else current)
@@ -345,8 +393,8 @@ class _DedupeAppend(_ListExtend):
         new_items: list[Any] = []
         new_keys: list[Hashable] = []
         fresh: set[Hashable] = set()
-        for item in _require_list(update, "update", self.name):
-            key = self._key_of(item)
+        for index, item in enumerate(_require_list(update, "update", self.name)):
+            key = self._key_of(item, "update", index)
             if key in seen or key in fresh:
                 continue
             fresh.add(key)
@@ -405,10 +453,8 @@ class _MergeByKey(Reducer):
         self._key = _key_function(key, "merge_by_key")
         self.name = f"merge_by_key(key={key!r})"
 
-    def _key_of(self, item: Any) -> Hashable:
-        key = self._key(item)
-        hash(key)
-        return key
+    def _key_of(self, item: Any, role: str, index: int) -> Hashable:
+        return _item_key(self._key, item, role, index)
 
     def _positions(self, current: list[Any], scratch: Any) -> dict[Hashable, int]:
         if (
@@ -419,7 +465,7 @@ class _MergeByKey(Reducer):
             return scratch.positions
         positions: dict[Hashable, int] = {}
         for index, item in enumerate(current):  # explicit loop: the LAST duplicate wins
-            positions[self._key_of(item)] = index
+            positions[self._key_of(item, "current value", index)] = index
         return positions
 
     def _prior(self, current: Any) -> list[Any]:
@@ -434,8 +480,8 @@ class _MergeByKey(Reducer):
         appended: list[Any] = []
         appended_keys: list[Hashable] = []
         novel: dict[Hashable, int] = {}
-        for item in _require_list(update, "update", self.name):
-            key = self._key_of(item)
+        for index, item in enumerate(_require_list(update, "update", self.name)):
+            key = self._key_of(item, "update", index)
             if key in positions:
                 replacements[positions[key]] = item
             elif key in novel:

@@ -10,10 +10,12 @@ extra call or object shows in the benchmarks.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
 from time import perf_counter
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tenacity import (
@@ -52,6 +54,7 @@ from selectgraph.observe._events import (
     NodeFinished,
     NodeRetried,
     NodeStarted,
+    RunCancelled,
     RunFailed,
     RunFinished,
     RunStarted,
@@ -88,6 +91,63 @@ def new_run_id() -> str:
 
 def _describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _changes_nothing(output: NodeOutput, data: Any, reducers: Any) -> bool:
+    """Whether merging ``output`` leaves ``data`` as it is (a cheap, conservative check).
+
+    Looks only at the update, never the rest of the state: each key must be a
+    last-write-wins key given a value equal to (and of the same type as) the one
+    it holds. Anything else counts as a change, as does a write through the view.
+    """
+    writes = output.writes
+    if writes is not None and (writes.assignments or writes.deletions):
+        return False
+    for key, value in output.update.items():
+        if key in reducers:
+            return False
+        current = data.get(key, _ABSENT)
+        if current is not value and not _equal(current, value):
+            return False
+    return True
+
+
+def _equal(current: Any, value: Any) -> bool:
+    if type(current) is not type(value):
+        return False
+    try:
+        return bool(current == value)
+    except Exception:  # e.g. an array whose == is elementwise: count it as a change
+        return False
+
+
+_ABSENT: Any = object()
+
+
+def _clear_retry_frames(tb: TracebackType | None) -> None:
+    """Drop the locals of tenacity's frames in a traceback that passed through it.
+
+    Those frames hold the retry state, whose last outcome holds the exception
+    that holds the traceback: a cycle that would keep a failed run's state
+    alive until the cyclic collector ran. The node's own frames are kept.
+    """
+    while tb is not None:
+        frame = tb.tb_frame
+        if str(frame.f_globals.get("__name__", "")).startswith(_RETRY_MODULES):
+            with contextlib.suppress(RuntimeError):  # a frame still running stays as is
+                frame.clear()
+        tb = tb.tb_next
+
+
+_RETRY_MODULES = ("tenacity", "concurrent.futures")
+
+
+def _cancel_reason(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, GeneratorExit):
+        return "closed"
+    return "cancelled"
 
 
 class Run:
@@ -132,6 +192,8 @@ class Run:
     _attempts = 1
     _degraded = False
     _max_steps_reached = False
+    _quiet = False
+    """Before fingerprints start: whether the current step left ``data`` as it was."""
 
     # ------------------------------------------------------------------- loop
     async def execute(self) -> GraphResult:
@@ -151,7 +213,10 @@ class Run:
             max_steps = settings.max_steps
             fp: StateFingerprint | None = None
             check_loops = False
-            stall_threshold: int | None = None
+            # Stalls are watched from the first step: until fingerprints start, a
+            # step that wrote nothing new (checked on its update alone) is unchanged.
+            stall_threshold = settings.stall_threshold
+            reducers = graph.schema.reducers
             seen = self._seen
             record = self.recorder.record
             record_at = self.recorder.record_at
@@ -175,7 +240,6 @@ class Run:
                     # fingerprints start here, with this state as their baseline.
                     fp = self._fp = self._merger.fingerprints = StateFingerprint()
                     check_loops = settings.detect_loops
-                    stall_threshold = settings.stall_threshold
                 if check_loops:
                     assert fp is not None
                     seen_at = seen.setdefault((name, fp.total), step)
@@ -203,7 +267,10 @@ class Run:
                 except Exception as exc:
                     ok = self._handle_failure(spec, visit, exc, started)
                     goto = None
+                    self._quiet = True  # a failed node wrote nothing
                 else:
+                    if fp is None and stall_threshold is not None:
+                        self._quiet = _changes_nothing(output, state.data, reducers)
                     self._complete(spec, output, visit, started)
                     ok, goto = True, output.goto
 
@@ -224,15 +291,33 @@ class Run:
                 else:
                     target = self._follow(name, resolve_next(name, routes, ok, state, nodes))
                 if stall_threshold is not None:
-                    assert fp is not None
-                    if fp.total != self._last_total:
+                    if fp is None:
+                        changed = not self._quiet
+                    elif fp.total != self._last_total:
                         self._last_total = fp.total
+                        changed = True
+                    else:
+                        changed = False
+                    if changed:
                         self._unchanged = 0
                     else:
                         self._stalled(name, stall_threshold)
             return self._finish("end")
         except GraphRunError as error:
             self._attach(error)
+            raise
+        except Exception as exc:
+            # Not an engine error (a bug, or a failure nothing wrapped): observers
+            # still learn that the run ended.
+            self.recorder.record(
+                RunFailed, self.steps, _describe_error(exc), "run_error", self.state.current_node
+            )
+            raise
+        except BaseException as exc:
+            # Cancelled, timed out, interrupted or closed from outside.
+            self.recorder.record(
+                RunCancelled, self.steps, _cancel_reason(exc), self.state.current_node
+            )
             raise
 
     # ------------------------------------------------------------- one node
@@ -300,13 +385,17 @@ class Run:
         def retryable(exc: BaseException) -> bool:
             return isinstance(exc, retry.retry_on) and not isinstance(exc, GraphRunError)
 
+        # tenacity's objects form cycles among themselves: the hooks handed to
+        # them must not hold the run (and so its state), only what they use.
+        record, step, name = self.recorder.record, self.steps, spec.name
+
         def before_sleep(call: RetryCallState) -> None:
             error = call.outcome.exception() if call.outcome else None
             delay = call.next_action.sleep if call.next_action else 0.0
-            self.recorder.record(
+            record(
                 NodeRetried,
-                self.steps,
-                spec.name,
+                step,
+                name,
                 call.attempt_number,
                 _describe_error(error) if error else "",
                 delay,
@@ -325,12 +414,24 @@ class Run:
         )
         output: NodeOutput | None = None
         self._attempts = 0  # counted here; read and reset by _complete / _handle_failure
-        async for attempt in retrying:
-            with attempt:
-                self._attempts += 1
-                # Each attempt gets a fresh view of the unchanged state: a failed
-                # attempt's writes were never merged, so nothing needs undoing.
-                output = await self._call(spec, visit, self._attempts)
+        attempt: Any = None
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    self._attempts += 1
+                    # Each attempt gets a fresh view of the unchanged state: a failed
+                    # attempt's writes were never merged, so nothing needs undoing.
+                    output = await self._call(spec, visit, self._attempts)
+        except BaseException as exc:
+            # tenacity's retry objects refer to each other, and the last outcome
+            # they keep holds this error: let go of it, or the failed run's
+            # state would wait for the cyclic collector.
+            if attempt is not None:
+                attempt.retry_state.outcome = None
+            _clear_retry_frames(exc.__traceback__)
+            raise
+        finally:
+            del retrying, attempt  # they hold the last outcome, hence the error
         assert output is not None
         return output
 
@@ -375,9 +476,15 @@ class Run:
             outcome = "skipped"
         else:
             error = self._node_error(spec, exc)
-            if error is exc:
-                raise error  # an engine error keeps its own cause chain
-            raise error from exc
+            try:
+                if error is exc:
+                    raise error  # an engine error keeps its own cause chain
+                raise error from exc
+            finally:
+                # The traceback holds this frame, whose locals hold the error: a
+                # cycle that would keep the failed run's state alive until the
+                # cyclic collector ran.
+                del error, exc
         error_text = _describe_error(exc)
         attempts = self._attempts
         self._attempts = 1
@@ -433,6 +540,7 @@ class Run:
     def _follow(self, source: str, resolved: Resolved) -> str | EndType:
         target, edge, directive, decision = resolved
         if directive is not None and directive.values:
+            self._quiet = False  # what fingerprints would see, before they start
             self._merger.merge(self.state, NodeOutput(directive.values), source, self.steps)
             if self.written_keys is not None:
                 self.written_keys.update(directive.values)
@@ -497,9 +605,10 @@ class Run:
                 f"{next_node!r}); raise max_steps or add a stop condition",
                 node=str(next_node),
             )
-        if action is MaxStepsAction.RETURN_WITH_FLAG:
-            self._max_steps_reached = True
-            self._degraded = True
+        # RETURN_LAST and RETURN_WITH_FLAG both return the state as it is; a run
+        # cut off before END is never reported as clean.
+        self._max_steps_reached = True
+        self._degraded = True
         return self._finish("max_steps")
 
     def _build_result(self, stop_reason: StopReason, quality: Any) -> GraphResult:
@@ -521,7 +630,11 @@ class Run:
     def _finish(self, stop_reason: StopReason) -> GraphResult:
         self.state.current_node = None
         if self.graph.schema.model is not None:
-            self.graph.schema.validate_exit(self.state.data, state=self.state)
+            try:
+                self.graph.schema.validate_exit(self.state.data, state=self.state)
+            except StateValidationError as error:
+                self._blame(error)
+                raise
         result = self._build_result(stop_reason, "degraded" if self._degraded else "clean")
         self.recorder.record_delivering(
             RunFinished,
@@ -533,6 +646,28 @@ class Run:
             result=result,
         )
         return result
+
+    def _blame(self, error: StateValidationError) -> None:
+        """Name the node that last wrote a field the exit validation rejected.
+
+        Validation runs once, at exit, so that a step never pays for it; the
+        history already says which node wrote what.
+        """
+        fields = {path.split(".", 1)[0] for path in error.fields}
+        raw = self._history
+        for index in range(len(raw) - 1, self._history_start - 1, -1):
+            entry = raw[index]
+            if type(entry) is tuple and len(entry) != 2:
+                node, step, written = entry[0], entry[1], entry[4]
+            else:
+                result = entry[1]
+                if not isinstance(result, NodeResult) or not result.output:
+                    continue
+                node, step, written = result.node, result.step, result.output
+            if not fields.isdisjoint(written):
+                error.node, error.step = node, step
+                error.args = (f"{error.args[0]}; last written by node {node!r} at step {step}",)
+                return
 
     def _attach(self, error: GraphRunError) -> None:
         if error.state is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, get_type_hints
 
@@ -200,6 +200,7 @@ def build_schema(
         table.setdefault(name, []).append(candidate)
 
     resolved: dict[str, Reducer] = {}
+    types = _field_types(state_schema) if fields is not None else {}
     for name, found in table.items():
         distinct: list[Reducer] = []
         for candidate in found:
@@ -214,10 +215,43 @@ def build_schema(
                 )
             )
         elif distinct and distinct[0] is not last_write_wins:
-            resolved[name] = distinct[0]
+            chosen = distinct[0]
+            start = _EMPTY_VALUES.get(_origin(types.get(name)))
+            if start is not None:
+                chosen = chosen.starting_from(start)
+            resolved[name] = chosen
     return StateSchema(
         model=model, fields=fields, reducers=resolved, allow_extra=allow_extra, source=source
     )
+
+
+_EMPTY_VALUES: Final[dict[Any, Callable[[], Any]]] = {
+    list: list,
+    dict: dict,
+    set: set,
+    frozenset: frozenset,
+    tuple: tuple,
+    str: str,
+    int: int,
+    float: float,
+}
+"""Where a field with a function reducer starts when it has no value yet, by its type."""
+
+
+def _field_types(state_schema: Any) -> dict[str, Any]:
+    """Each field's annotation (``Annotated`` kept off), for a model or a TypedDict."""
+    if isinstance(state_schema, type) and issubclass(state_schema, BaseModel):
+        return {name: info.annotation for name, info in state_schema.model_fields.items()}
+    try:
+        return dict(get_type_hints(state_schema))
+    except Exception:  # unresolvable forward references: no starting values, nothing worse
+        return {}
+
+
+def _origin(annotation: Any) -> Any:
+    """``list`` for ``list``, ``list[str]`` or ``typing.List[str]``; else the annotation."""
+    origin = typing.get_origin(annotation)
+    return annotation if origin is None else origin
 
 
 def field_default(model: type[BaseModel], name: str) -> Any:

@@ -21,6 +21,7 @@ __all__ = [
     "NodeFinished",
     "NodeRetried",
     "NodeStarted",
+    "RunCancelled",
     "RunFailed",
     "RunFinished",
     "RunStarted",
@@ -41,6 +42,7 @@ class GraphEventType(StrEnum):
     LOOP_DETECTED = "loop_detected"
     RUN_FINISHED = "run_finished"
     RUN_FAILED = "run_failed"
+    RUN_CANCELLED = "run_cancelled"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,3 +199,21 @@ class RunFailed(GraphEvent):
     """The error's category, e.g. ``"node_exception"``."""
     node: str | None = None
     """The node at fault, when known."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCancelled(GraphEvent):
+    """The run was stopped from outside before it could finish or fail.
+
+    Emitted when the task running the graph is cancelled (``task.cancel()``, a
+    timeout such as ``asyncio.wait_for``, an ``astream()`` consumer that stops
+    reading) or the process is interrupted (``KeyboardInterrupt``). Every run
+    ends with exactly one of RunFinished, RunFailed or RunCancelled, so an
+    observer that opened a span for the run can always close it.
+    """
+
+    type: ClassVar[GraphEventType] = GraphEventType.RUN_CANCELLED
+    reason: str
+    """What stopped the run: ``"cancelled"``, ``"interrupted"`` or ``"closed"``."""
+    node: str | None = None
+    """The node that was running, if any."""

@@ -189,7 +189,9 @@ def build_graph(
     name: str, graph: dict[str, Any], subgraphs: Mapping[str, AgentGraph]
 ) -> AgentGraph:
     """The AgentGraph a fixture graph block describes."""
-    result = AgentGraph(name, state_schema=build_schema(name, graph.get("state") or {}))
+    result = AgentGraph(
+        name, state_schema=build_schema(name, graph.get("state") or {}), strict_entry=True
+    )
     for node_name, spec in (graph.get("nodes") or {}).items():
         spec = spec or {}
         if "subgraph" in spec:

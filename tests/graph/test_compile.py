@@ -108,8 +108,8 @@ def test_graph_with_an_empty_name_is_rejected() -> None:
     assert build_error(graph).categories == ["invalid_name"]
 
 
-def test_missing_entry_reports_no_declared_entry_listing_the_nodes() -> None:
-    graph = AgentGraph("g")
+def test_missing_entry_reports_no_declared_entry_listing_the_nodes_when_strict() -> None:
+    graph = AgentGraph("g", strict_entry=True)
     graph.add_node("a", noop, next_node="b")
     graph.add_node("b", noop, next_node=END)
 
@@ -117,6 +117,26 @@ def test_missing_entry_reports_no_declared_entry_listing_the_nodes() -> None:
 
     assert "set_entry" in diagnostic.message
     assert "a, b" in diagnostic.message
+
+
+def test_without_set_entry_the_first_node_added_is_the_entry() -> None:
+    graph = AgentGraph("g")
+    graph.add_node("start", lambda s: {"path": [*s.get("path", []), "start"]}, next_node="b")
+    graph.add_node("b", lambda s: {"path": [*s["path"], "b"]}, next_node=END)
+
+    result = graph.run()
+
+    assert graph.compile().entry == "start"
+    assert result.state["path"] == ["start", "b"]
+
+
+def test_an_explicit_entry_wins_over_the_first_node() -> None:
+    graph = AgentGraph("g")
+    graph.add_node("a", lambda s: {"path": [*s.get("path", []), "a"]}, next_node=END)
+    graph.add_node("b", lambda s: {"path": ["b"]}, next_node="a")
+    graph.set_entry("b")
+
+    assert graph.run().state["path"] == ["b", "a"]
 
 
 def test_entry_that_is_not_a_node_reports_unknown_entry() -> None:
@@ -546,7 +566,7 @@ def test_invalid_subgraph_problems_are_reported_against_the_subgraph_node() -> N
 
     error = build_error(graph)
 
-    assert error.categories == ["no_declared_entry", "dead_end_node"]
+    assert error.categories == ["dead_end_node"]
     assert all(d.node == "s" for d in error.diagnostics)
     assert all(d.message.startswith("in subgraph 's': ") for d in error.diagnostics)
 
@@ -863,3 +883,55 @@ def test_compiled_graph_keeps_its_own_copy_of_declared_lists() -> None:
     reads.append("y")
 
     assert compiled.nodes["a"].reads == frozenset({"x"})
+
+
+def test_validate_warns_that_retry_on_an_agent_node_is_left_to_its_judge() -> None:
+    from selectgraph import Agent, AgentConfig, ErrorPolicy
+    from selectgraph.testing import ScriptedProvider
+
+    writer = Agent(AgentConfig(name="writer"), provider=ScriptedProvider(["draft"]))
+    graph = AgentGraph("g")
+    graph.add_node("writer", writer, error_policy=ErrorPolicy.RETRY, next_node="tidy")
+    graph.add_node("tidy", noop, error_policy=ErrorPolicy.RETRY, next_node=END)
+
+    warnings = graph.validate()
+
+    assert [(w.category, w.severity, w.node) for w in warnings] == [
+        ("retry_policy_ignored", "warning", "writer")
+    ]
+    assert "judge" in warnings[0].message
+    assert list(graph.compile().warnings) == warnings  # a warning: the graph still compiles
+
+
+# ------------------------------------------------------------ add_node input checks
+
+
+def test_add_node_refuses_the_agent_class_instead_of_an_instance() -> None:
+    from selectgraph import Agent
+
+    graph = AgentGraph("g")
+
+    with pytest.raises(TypeError, match=r"node 'writer': got the class Agent, not an Agent"):
+        graph.add_node("writer", Agent)
+    with pytest.raises(TypeError, match=r"got the class Agent"):
+        graph.add_node("writer", Agent, context_mode="last")
+
+
+def test_add_node_refuses_a_function_with_three_required_parameters() -> None:
+    def node(state: Any, context: Any, extra: Any) -> None:
+        return None
+
+    graph = AgentGraph("g")
+
+    with pytest.raises(TypeError, match=r"node 'n': node requires 3 arguments \(state"):
+        graph.add_node("n", node)
+
+
+def test_add_node_accepts_extra_parameters_with_defaults() -> None:
+    def node(state: Any, context: Any = None, *, scale: int = 2) -> dict[str, Any]:
+        return {"x": scale}
+
+    graph = AgentGraph("g")
+    graph.add_node("n", node, next_node=END)
+
+    assert graph.run().state["x"] == 2

@@ -438,11 +438,62 @@ def test_router_returning_the_string_end_gets_a_hint() -> None:
         graph.run()
 
 
-def test_router_returning_update_without_target_raises_routing_error() -> None:
-    graph, _ = with_router(lambda state: update(x=2))
+def test_router_returning_update_without_target_applies_it_and_ends_the_run() -> None:
+    graph, _recorder = with_router(lambda state: update(x=2))
 
-    with pytest.raises(RoutingError, match=r"returned update\(\) without a target"):
+    result = graph.run()
+
+    assert result.stop_reason == "end"
+    assert result.state["x"] == 2
+    assert [name for name, _ in result.state.history] == ["start"]
+    fired = [e for e in result.trace if isinstance(e, EdgeFired)]
+    assert [(e.source, e.target, e.kind) for e in fired] == [("start", END, "router")]
+
+
+def test_router_update_without_target_after_unmatched_conditions_ends_the_run() -> None:
+    graph = AgentGraph("routed")
+    graph.add_node("start", lambda s: {"x": 1})
+    graph.add_node("never", lambda s: None, next_node=END)
+    graph.add_edge("start", "never", condition="x > 5")
+    graph.add_conditional_edge("start", lambda s: update(revisions=s.get("revisions", 0) + 1))
+
+    result = graph.run()
+
+    assert result.stop_reason == "end"
+    assert result.state["revisions"] == 1
+    assert result.steps == 1
+
+
+def _sync_router_returning_a_coroutine(state: GraphState) -> Any:
+    return async_router(state)  # forgot to await, or a plain def around an async call
+
+
+def test_a_plain_router_returning_a_coroutine_is_an_edge_error_naming_the_edge() -> None:
+    graph, _ = with_router(_sync_router_returning_a_coroutine)
+
+    # filterwarnings=error turns a "coroutine was never awaited" warning into a failure.
+    with pytest.raises(EdgeError) as info:
         graph.run()
+
+    assert "_sync_router_returning_a_coroutine" in str(info.value)
+    assert "coroutine" in str(info.value)
+    assert "async def" in str(info.value)
+    assert info.value.node == "start"
+    assert info.value.state is not None
+    assert info.value.state["x"] == 1
+
+
+async def test_a_plain_predicate_returning_a_coroutine_is_an_edge_error_with_arun() -> None:
+    graph = AgentGraph("g")
+    graph.add_node("start", lambda s: {"level": 9})
+    graph.add_node("high", lambda s: None, next_node=END)
+    graph.add_edge("start", "high", condition=lambda s: is_high_async(s))
+    graph.add_edge("start", END)
+
+    with pytest.raises(EdgeError, match="returned coroutine") as info:
+        await graph.arun()
+
+    assert info.value.state is not None
 
 
 def test_router_unhashable_return_with_path_map_raises_routing_error() -> None:

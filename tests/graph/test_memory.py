@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 
-from selectgraph import END, Agent, AgentConfig, AgentGraph, GraphEventType
+from selectgraph import (
+    END,
+    Agent,
+    AgentConfig,
+    AgentGraph,
+    ErrorPolicy,
+    GraphEventType,
+    GraphRunError,
+    RetryPolicy,
+)
 from selectgraph.observe import GraphEvent
 from selectgraph.testing import ScriptedProvider
 
@@ -101,6 +110,75 @@ def test_a_run_of_agents_leaves_no_cycles() -> None:
     # tenacity's retry objects refer to each other (small, and freed by the next
     # collection); nothing of the run itself may be caught in a cycle.
     assert not garbage & {"GraphResult", "GraphState", "Trace", "History", "AgentResult"}
+
+
+def _failing_graph(**options: Any) -> AgentGraph:
+    def boom(state: Any) -> None:
+        raise ValueError("boom")
+
+    graph = AgentGraph("g", **options)
+    graph.add_node("load", lambda s: {"big": list(range(1000))}, next_node="boom")
+    graph.add_node("boom", boom, next_node=END)
+    return graph
+
+
+def _failed_run(compiled: Any, **kwargs: Any) -> Callable[[], Any]:
+    def run() -> Any:
+        try:
+            compiled.run({}, **kwargs)
+        except GraphRunError as error:
+            return error  # what a caller keeps of a failed run
+        raise AssertionError("the run should have failed")
+
+    return run
+
+
+@pytest.mark.usefixtures("no_automatic_gc")
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"error_policy": ErrorPolicy.RETRY, "retry": RetryPolicy(max_retries=1, initial_delay=0)}],
+    ids=["abort", "retried"],
+)
+def test_a_failed_run_leaves_no_cycles(options: dict[str, Any]) -> None:
+    compiled = _failing_graph(**options).compile()
+
+    garbage = _unreachable_types_after(_failed_run(compiled))
+
+    assert not garbage & {"GraphResult", "GraphState", "NodeError", "ValueError", "Run", "frame"}
+
+
+@pytest.mark.usefixtures("no_automatic_gc")
+def test_an_observed_failed_run_leaves_no_cycles() -> None:
+    compiled = _failing_graph().compile()
+    seen: list[GraphEvent] = []
+
+    assert _unreachable_after(_failed_run(compiled, observers=[seen.append])) == 0
+
+
+@pytest.mark.usefixtures("no_automatic_gc")
+def test_a_thousand_failed_runs_are_freed_without_the_cyclic_collector() -> None:
+    compiled = _failing_graph().compile()
+    run = _failed_run(compiled)
+
+    gc.collect()
+    for _ in range(1000):
+        run()
+
+    assert gc.collect() == 0
+
+
+@pytest.mark.usefixtures("no_automatic_gc")
+def test_a_run_failing_at_routing_or_exit_leaves_no_cycles() -> None:
+    routed = AgentGraph("routed")
+    routed.add_node("a", lambda s: {"x": 1})
+    routed.add_conditional_edge("a", lambda s: "nowhere")
+    looping = AgentGraph("looping")
+    looping.add_node("a", lambda s: None)
+    looping.add_edge("a", "a")
+
+    for graph in (routed, looping):
+        compiled = graph.compile()
+        assert _unreachable_after(_failed_run(compiled)) == 0, graph.name
 
 
 def test_the_trace_keeps_run_finished_without_the_result_but_listeners_get_it() -> None:

@@ -21,8 +21,10 @@ from selectgraph import (
     StateValidationError,
     VisitLimitExceeded,
     append,
+    goto,
     merge,
 )
+from selectgraph._sentinels import EndType
 from selectgraph.observe import LoopDetected as LoopDetectedEvent
 from selectgraph.observe import NodeRetried, StallDetected
 
@@ -209,14 +211,24 @@ def _loop(**graph_options: Any) -> AgentGraph:
     return graph
 
 
-def test_max_steps_returns_last_state_by_default() -> None:
+def test_max_steps_returns_last_state_by_default_and_reports_the_cut() -> None:
     result = _loop(max_steps=5).run()
 
     assert result.steps == 5
     assert result.state["i"] == 5
     assert result.stop_reason == "max_steps"
-    assert result.max_steps_reached is False
-    assert result.quality == "clean"
+    # A run cut off before END never looks clean.
+    assert result.max_steps_reached is True
+    assert result.quality == "degraded"
+
+
+def test_the_default_max_steps_of_50_is_reported_too() -> None:
+    result = _loop().run()
+
+    assert (result.steps, result.stop_reason) == (50, "max_steps")
+    assert result.max_steps_reached is True
+    assert result.quality == "degraded"
+    assert result.trace[-1].quality == "degraded"  # type: ignore[attr-defined]
 
 
 def test_max_steps_return_with_flag_marks_the_result() -> None:
@@ -378,7 +390,8 @@ def test_stall_detection_fires_after_threshold_unchanged_steps() -> None:
     result = graph.run()
 
     stalls = [e for e in result.trace if isinstance(e, StallDetected)]
-    assert result.stalls == len(stalls) == 3
+    assert result.stalls == len(stalls) == 4  # steps 3, 6, 9 and 12
+    assert [e.step for e in stalls] == [3, 6, 9, 12]
     assert all(e.unchanged_steps == 3 for e in stalls)
 
 
@@ -394,9 +407,40 @@ def test_stall_detection_resets_when_the_state_changes() -> None:
     assert graph.run().stalls == 0
 
 
-def test_detection_costs_nothing_until_a_node_repeats() -> None:
-    result = AgentGraph.chain(lambda s: None, lambda s: None, lambda s: None, lambda s: None).run()
+def test_a_straight_chain_of_nodes_that_change_nothing_stalls() -> None:
+    result = AgentGraph.chain(lambda s: None, lambda s: {}, lambda s: None, lambda s: None).run()
 
-    # Four no-op steps in a row, but nothing can repeat without revisiting a node.
-    assert result.stalls == 0
+    # Four no-op steps in a row, no node revisited: a stall after the third.
+    stalls = [e for e in result.trace if isinstance(e, StallDetected)]
+    assert [(e.step, e.node, e.unchanged_steps) for e in stalls] == [(3, "step_3", 3)]
+    assert result.stalls == 1
     assert result.loops_detected == 0
+
+
+def test_a_chain_that_rewrites_the_same_object_stalls_but_a_new_value_does_not() -> None:
+    same = AgentGraph.chain(*[lambda s: {"x": s["x"]}] * 3).run({"x": [1, 2]})
+    new = AgentGraph.chain(*[lambda s: {"x": [*s["x"], 0]}] * 3).run({"x": [1, 2]})
+
+    assert (same.stalls, new.stalls) == (1, 0)
+
+
+def test_a_chain_whose_router_writes_is_not_a_stall() -> None:
+    graph = AgentGraph("g")
+    names: list[str | EndType] = ["a", "b", "c", "d"]
+
+    def hop_to(after: str | EndType) -> Any:
+        return lambda s: goto(after, update={"hops": s.get("hops", 0) + 1})
+
+    for name, after in zip(names, [*names[1:], END], strict=True):
+        assert isinstance(name, str)
+        graph.add_node(name, lambda s: None)
+        graph.add_conditional_edge(name, hop_to(after))
+
+    assert graph.run().stalls == 0
+
+
+def test_loop_detection_costs_nothing_until_a_node_repeats() -> None:
+    result = AgentGraph.chain(lambda s: None, lambda s: None).run()
+
+    assert result.loops_detected == 0
+    assert result.stalls == 0

@@ -415,8 +415,35 @@ def test_merge_by_key_rejects_a_key_that_is_neither_callable_nor_a_name() -> Non
 
 
 def test_merge_by_key_fails_on_a_record_without_the_key_naming_it() -> None:
-    with pytest.raises(KeyError, match="'id'"):
-        merge_by_key("id")([], [{"name": "no id"}])
+    with pytest.raises(LookupError, match=r"update\[1\] has no key 'id'"):
+        merge_by_key("id")([], [{"id": 1}, {"name": "no id"}])
+
+
+def test_merge_by_key_names_the_current_item_without_the_key() -> None:
+    with pytest.raises(LookupError, match=r"current value\[0\] has no key 'id'"):
+        merge_by_key("id")([object()], [{"id": 1}])
+
+
+def test_dedupe_append_names_the_item_with_an_unhashable_key() -> None:
+    with pytest.raises(TypeError, match=r"update\[2\] is unhashable"):
+        dedupe_append()([], [1, 2, [3]])
+
+
+def test_an_item_without_the_key_gets_a_reducer_error_naming_index_and_node() -> (
+    None
+):
+    class Records(TypedDict, total=False):
+        records: Annotated[list[dict[str, Any]], merge_by_key("id")]
+
+    graph = AgentGraph("g", state_schema=Records)
+    graph.add_node("load", lambda s: {"records": [{"id": 1}, {"id": 2}, {"title": "x"}]})
+    graph.add_edge("load", END)
+
+    with pytest.raises(ReducerError) as info:
+        graph.run()
+
+    assert info.value.node == "load"
+    assert "update[2] has no key 'id'" in str(info.value)
 
 
 # --------------------------------------------------------- errors, flags, names
@@ -1068,3 +1095,58 @@ def test_resetting_an_optional_write_does_not_mutate_the_schema_default() -> Non
         assert _Notes().notes == []
     finally:
         _Notes.model_fields["notes"].default.clear()  # undo the damage for other tests
+
+
+# ------------------------------------------ binary-operator reducers on typed fields
+
+
+class OperatorState(TypedDict):
+    items: Annotated[list[str], operator.add]
+    counts: Annotated[dict[str, int], operator.or_]
+    tags: Annotated[set[str], operator.or_]
+    text: Annotated[str, operator.add]
+    total: Annotated[int, operator.add]
+    score: Annotated[float, operator.add]
+    pair: Annotated[tuple[int, ...], operator.add]
+
+
+def test_operator_reducers_start_from_the_empty_value_of_their_type() -> None:
+    # As in LangGraph: a key missing from the input starts from its type's empty value.
+    graph = AgentGraph("g", state_schema=OperatorState)
+    update = {
+        "items": ["a"],
+        "counts": {"a": 1},
+        "tags": {"t"},
+        "text": "hi",
+        "total": 2,
+        "score": 0.5,
+        "pair": (1,),
+    }
+    graph.add_node("first", lambda s: update, next_node="second")
+    graph.add_node("second", lambda s: update, next_node=END)
+
+    data = graph.run({}).state.data
+
+    assert data == {
+        "items": ["a", "a"],
+        "counts": {"a": 1},
+        "tags": {"t"},
+        "text": "hihi",
+        "total": 4,
+        "score": 1.0,
+        "pair": (1, 1),
+    }
+
+
+def test_a_function_reducer_on_an_untyped_field_still_starts_from_none() -> None:
+    seen: list[Any] = []
+
+    def keep(current: Any, update: Any) -> Any:
+        seen.append(current)
+        return update
+
+    graph = AgentGraph("g", reducers={"x": keep})
+    graph.add_node("n", lambda s: {"x": 1}, next_node=END)
+    graph.run()
+
+    assert seen == [None]

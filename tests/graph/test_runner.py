@@ -375,3 +375,78 @@ def test_a_compiled_graph_is_callable_like_a_node() -> None:
     final = compiled(GraphState(data={"x": 10}))
 
     assert final["x"] == 12
+
+
+# ------------------------------------------------ a node returning another run's state
+
+
+def _other_run_state() -> GraphState:
+    other = AgentGraph("other")
+    other.add_node("o1", lambda s: {"found": "x"}, next_node="o2")
+    other.add_node("o2", lambda s: {"more": 1}, next_node=END)
+    return other.run(GraphState.from_prompt("hi")).state
+
+
+def test_returning_another_runs_state_takes_its_data_but_not_its_history() -> None:
+    foreign = _other_run_state()
+    graph = AgentGraph("g")
+    graph.add_node("adopt", lambda s: foreign, next_node="after")
+    graph.add_node("after", lambda s: {"done": True}, next_node=END)
+
+    result = graph.run()
+
+    assert [name for name, _ in result.state.history] == ["adopt", "after"]
+    assert list(result.node_results) == ["adopt", "after"]
+    assert result.state["found"] == "x"
+    assert result.state["more"] == 1
+    # This run had no messages yet, so all of the other run's count as new.
+    assert result.state.messages == foreign.messages
+
+
+def test_returning_another_runs_state_with_unrelated_messages_is_refused() -> None:
+    foreign = _other_run_state()
+    graph = AgentGraph("g")
+    graph.add_node("adopt", lambda s: foreign, next_node=END)
+
+    with pytest.raises(NodeContractError, match="another run") as info:
+        graph.run(GraphState.from_prompt("something else"))
+
+    assert info.value.node == "adopt"
+
+
+def test_a_nested_run_started_from_this_runs_state_adds_only_its_new_messages() -> None:
+    from selectgraph import Message
+
+    inner = AgentGraph("inner")
+    inner.add_node(
+        "say", lambda s: s.messages.append(Message.assistant("inner says")), next_node=END
+    )
+    outer = AgentGraph("outer")
+    outer.add_node("nest", lambda s: inner.run(s.snapshot()).state, next_node=END)
+
+    result = outer.run(GraphState.from_prompt("hello"))
+
+    assert [m.text for m in result.state.messages] == ["hello", "inner says"]
+    assert [name for name, _ in result.state.history] == ["nest"]
+
+
+# ----------------------------------------- a wrong type in a schema field names its writer
+
+
+class Typed(BaseModel):
+    count: int = 0
+    label: str = ""
+
+
+def test_a_wrong_type_in_a_schema_field_names_the_node_that_wrote_it() -> None:
+    graph = AgentGraph("g", state_schema=Typed)
+    graph.add_node("first", lambda s: {"count": "many"}, next_node="second")
+    graph.add_node("second", lambda s: {"label": "ok"}, next_node=END)
+
+    with pytest.raises(StateValidationError) as info:
+        graph.run()
+
+    assert info.value.node == "first"
+    assert info.value.step == 1
+    assert "count" in str(info.value)
+    assert "node 'first'" in str(info.value)

@@ -1,0 +1,136 @@
+"""Every run ends with exactly one terminal event, however it stops.
+
+An observer that opens a span at RunStarted must be able to close it: after
+success (RunFinished), an error (RunFailed), or a stop from outside, such as a
+cancelled task, a timeout or Ctrl-C (RunCancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from selectgraph import END, AgentGraph
+from selectgraph.observe import (
+    GraphEvent,
+    GraphEventType,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+)
+
+TERMINAL = {GraphEventType.RUN_FINISHED, GraphEventType.RUN_FAILED, GraphEventType.RUN_CANCELLED}
+
+
+def _terminal(events: list[GraphEvent]) -> list[GraphEvent]:
+    return [e for e in events if e.type in TERMINAL]
+
+
+def _slow_graph(started: asyncio.Event) -> AgentGraph:
+    async def slow(state: Any) -> None:
+        started.set()
+        await asyncio.sleep(10)
+
+    graph = AgentGraph("g")
+    graph.add_node("first", lambda s: {"x": 1}, next_node="slow")
+    graph.add_node("slow", slow, next_node=END)
+    return graph
+
+
+async def test_a_cancelled_run_emits_run_cancelled_naming_the_node() -> None:
+    started = asyncio.Event()
+    seen: list[GraphEvent] = []
+    task = asyncio.ensure_future(_slow_graph(started).arun(observers=[seen.append]))
+    await started.wait()
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    [event] = _terminal(seen)
+    assert isinstance(event, RunCancelled)
+    assert (event.reason, event.node, event.step) == ("cancelled", "slow", 2)
+
+
+async def test_a_timed_out_run_emits_run_cancelled() -> None:
+    seen: list[GraphEvent] = []
+
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(
+            _slow_graph(asyncio.Event()).arun(observers=[seen.append]), timeout=0.05
+        )
+
+    assert [type(e) for e in _terminal(seen)] == [RunCancelled]
+
+
+async def test_an_astream_consumer_that_stops_reading_gets_the_run_cancelled() -> None:
+    seen: list[GraphEvent] = []
+    stream = _slow_graph(asyncio.Event()).astream(observers=[seen.append])
+    assert isinstance(stream, AsyncGenerator)
+
+    async for event in stream:
+        if event.type == GraphEventType.NODE_STARTED and getattr(event, "node", "") == "slow":
+            break
+    await stream.aclose()
+
+    assert [type(e) for e in _terminal(seen)] == [RunCancelled]
+
+
+def test_keyboard_interrupt_in_a_node_emits_run_cancelled_and_propagates() -> None:
+    def interrupted(state: Any) -> None:
+        raise KeyboardInterrupt
+
+    seen: list[GraphEvent] = []
+    graph = AgentGraph("g")
+    graph.add_node("work", interrupted, next_node=END)
+
+    with pytest.raises(KeyboardInterrupt):
+        graph.run(observers=[seen.append])
+
+    [event] = _terminal(seen)
+    assert isinstance(event, RunCancelled)
+    assert (event.reason, event.node) == ("interrupted", "work")
+
+
+class _Broken(Mapping[str, Any]):
+    """A mapping whose contents cannot be read: the merge fails outside any node."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("unreadable update")
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_an_unexpected_error_still_emits_run_failed() -> None:
+    seen: list[GraphEvent] = []
+    graph = AgentGraph("g")
+    graph.add_node("odd", lambda s: _Broken(), next_node=END)
+
+    with pytest.raises(RuntimeError, match="unreadable update"):
+        graph.run(observers=[seen.append])
+
+    [event] = _terminal(seen)
+    assert isinstance(event, RunFailed)
+    assert "unreadable update" in event.error
+    assert event.node == "odd"
+
+
+def test_successful_and_failed_runs_still_end_with_one_terminal_event() -> None:
+    def boom(state: Any) -> None:
+        raise ValueError("no")
+
+    ok: list[GraphEvent] = []
+    AgentGraph.chain(lambda s: {"x": 1}).run(observers=[ok.append])
+    failed: list[GraphEvent] = []
+    with pytest.raises(Exception, match="no"):
+        AgentGraph.chain(boom).run(observers=[failed.append])
+
+    assert [type(e) for e in _terminal(ok)] == [RunFinished]
+    assert [type(e) for e in _terminal(failed)] == [RunFailed]
