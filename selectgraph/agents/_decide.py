@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator
 
 from selectgraph._messages import Message
 from selectgraph._sentinels import END, EndType
-from selectgraph.agents._judge import _strip_fences
+from selectgraph.agents._judge import InvalidReplyError, none_as_empty, parse_json_reply
 from selectgraph.graph._edges import RouteContext, RouteDecision
 from selectgraph.graph._state import GraphState
 from selectgraph.providers._base import CompletionRequest, Provider, ResponseFormat
@@ -19,6 +20,13 @@ _END_NAME = "END"
 
 def _name(target: str | EndType) -> str:
     return _END_NAME if target is END else str(target)
+
+
+class _RouteReply(BaseModel):
+    """A routing model's reply; a missing or null reasoning is harmless, extra keys too."""
+
+    target: str
+    reasoning: Annotated[str, BeforeValidator(none_as_empty)] = ""
 
 
 class LLMDecider:
@@ -80,15 +88,14 @@ class LLMDecider:
         )
         text = completion.message.text
         try:
-            raw = json.loads(_strip_fences(text))
-            chosen = str(raw["target"])
-            reasoning = str(raw.get("reasoning", ""))
-        except (ValueError, KeyError, TypeError) as exc:
+            reply = parse_json_reply(text, _RouteReply)
+        except InvalidReplyError as exc:
             return RouteDecision(
                 target=None,
                 usage=completion.usage,
-                error=f"unparseable reply ({type(exc).__name__}): {text[:120]!r}",
+                error=f"unparseable reply ({exc}): {text[:120]!r}",
             )
+        chosen, reasoning = reply.target, reply.reasoning
         if chosen not in names:
             return RouteDecision(
                 target=None,

@@ -10,11 +10,12 @@ retries running out) makes the node fail with :class:`JudgeEscalated`, which
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from selectgraph._errors import SelectGraphError
 from selectgraph._messages import Message
@@ -206,17 +207,58 @@ class LLMJudge:
             )
         )
         try:
-            raw = json.loads(_strip_fences(completion.message.text))
-            decision = JudgeDecision(str(raw["decision"]).lower())
-            feedback = str(raw.get("feedback", ""))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            reply = parse_json_reply(completion.message.text, _VerdictReply)
+        except InvalidReplyError as exc:
             return Verdict(
                 decision=JudgeDecision.ESCALATE,
                 feedback=f"the judge's reply was not a valid verdict ({exc}): "
                 f"{completion.message.text[:200]!r}",
                 usage=completion.usage,
             )
-        return Verdict(decision=decision, feedback=feedback, usage=completion.usage)
+        return Verdict(decision=reply.decision, feedback=reply.feedback, usage=completion.usage)
+
+
+def _lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
+
+
+def none_as_empty(value: object) -> object:
+    """A JSON ``null`` where text is expected reads as no text."""
+    return "" if value is None else value
+
+
+class _VerdictReply(BaseModel):
+    """A judge model's reply.
+
+    Lenient where models vary harmlessly: the decision's case, a missing or null
+    feedback, extra keys.
+    """
+
+    decision: Annotated[JudgeDecision, BeforeValidator(_lower)]
+    feedback: Annotated[str, BeforeValidator(none_as_empty)] = ""
+
+
+class InvalidReplyError(ValueError):
+    """A model's reply is not the JSON asked for; the message says what is wrong."""
+
+
+_Reply = TypeVar("_Reply", bound=BaseModel)
+
+
+def parse_json_reply(text: str, model: type[_Reply]) -> _Reply:
+    """Validate a model's JSON reply, in a markdown code fence or not, as ``model``.
+
+    Raises:
+        InvalidReplyError: the reply is not JSON, or not the shape ``model`` asks for.
+    """
+    try:
+        return model.model_validate_json(_strip_fences(text))
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            where = ".".join(str(part) for part in error["loc"])
+            problems.append(f"{where}: {error['msg']}" if where else error["msg"])
+        raise InvalidReplyError("; ".join(problems)) from None
 
 
 def _strip_fences(text: str) -> str:

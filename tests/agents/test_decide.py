@@ -202,17 +202,34 @@ def test_an_agent_sources_answer_is_the_output_shown() -> None:
     [
         (
             "billing, definitely",
-            "fallback: unparseable reply (JSONDecodeError): 'billing, definitely'",
+            "fallback: unparseable reply (Invalid JSON: expected value at line 1 column 1): "
+            "'billing, definitely'",
         ),
-        ("", "fallback: unparseable reply (JSONDecodeError): ''"),
-        ('{"reasoning": "no target"}', "fallback: unparseable reply (KeyError)"),
-        ('["billing"]', "fallback: unparseable reply (TypeError)"),
+        ("", "fallback: unparseable reply (Invalid JSON: EOF while parsing a value"),
+        ('{"reasoning": "no target"}', "fallback: unparseable reply (target: Field required)"),
+        ('["billing"]', "fallback: unparseable reply (Input should be an object)"),
+        (
+            '{"target": 3, "reasoning": "three"}',
+            "fallback: unparseable reply (target: Input should be a valid string)",
+        ),
+        (
+            '{"target": "tech", "reasoning": ["a", "list"]}',
+            "fallback: unparseable reply (reasoning: Input should be a valid string)",
+        ),
         (
             json.dumps({"target": "sales", "reasoning": "Sounds like sales."}),
             "fallback: chose 'sales', which is not one of ['END', 'billing', 'tech']",
         ),
     ],
-    ids=["prose", "empty", "no target", "not an object", "unknown target"],
+    ids=[
+        "prose",
+        "empty",
+        "no target",
+        "not an object",
+        "target not text",
+        "reasoning not text",
+        "unknown target",
+    ],
 )
 def test_an_invalid_decision_fires_the_fallback_with_the_cause(reply: str, reason: str) -> None:
     decider = ScriptedProvider([reply])
@@ -252,6 +269,24 @@ def test_fenced_json_is_accepted() -> None:
     result = triage_graph(decider).run()
 
     assert result.node_order == ["triage", "tech"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "reasoning"),
+    [
+        ('{"target": "tech"}', ""),
+        ('{"target": "tech", "reasoning": null}', ""),
+        ('{"target": "tech", "reasoning": "A bug.", "confidence": 0.9}', "A bug."),
+    ],
+    ids=["no reasoning", "null reasoning", "extra keys"],
+)
+def test_a_decision_without_reasoning_or_with_extra_keys_still_routes(
+    reply: str, reasoning: str
+) -> None:
+    result = triage_graph(ScriptedProvider([reply])).run()
+
+    assert result.node_order == ["triage", "tech"]
+    assert llm_edge(result).reason == reasoning
 
 
 def test_the_decision_calls_usage_is_added_to_total_usage() -> None:
