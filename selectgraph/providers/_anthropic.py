@@ -35,14 +35,22 @@ from typing import TYPE_CHECKING, TypedDict, TypeVar
 import anthropic
 import httpx2
 from anthropic import AsyncAnthropic, AsyncStream
+from anthropic.types import Message as AnthropicMessageType
 from anthropic.types import RawMessageStreamEvent
 
 from selectgraph._errors import ProviderError, ProviderRequestError
 from selectgraph._messages import Message, Role, ToolCall
 from selectgraph._usage import Usage
-from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk, ToolChoice
+from selectgraph.providers._base import (
+    Completion,
+    CompletionRequest,
+    StreamChunk,
+    StructuredMode,
+    ToolChoice,
+)
 from selectgraph.providers._errors_map import (
     connection_error,
+    malformed_response,
     redact,
     status_error,
     url_secrets,
@@ -146,6 +154,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
     """
 
     name = "anthropic"
+    structured_modes: tuple[StructuredMode, ...] = ("json_schema", "instructions")
 
     def __init__(
         self,
@@ -176,14 +185,17 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
                     api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
                 )
 
+            failure: str | None = None
             try:
                 template = build()
             except anthropic.AnthropicError as exc:
                 # A credentials profile that is configured but broken (missing file,
                 # bad JSON) surfaces here, before any request.
-                message = f"anthropic: cannot load credentials: {exc}"
-                secrets = (api_key, *url_secrets(base_url)) if api_key else url_secrets(base_url)
-                raise ProviderRequestError(redact(message, secrets), provider=self.name) from None
+                failure = f"anthropic: cannot load credentials: {exc}"
+            if failure is not None:
+                # Raised outside the except clause: the SDK's exception stays unlinked.
+                secrets = (*((api_key,) if api_key else ()), *url_secrets(base_url))
+                raise ProviderRequestError(redact(failure, secrets), provider=self.name)
             # Without credentials the SDK fails each request with a bare TypeError;
             # say so once, here, in terms of what to set.
             if not (template.api_key or template.auth_token or template.credentials):
@@ -208,70 +220,129 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
 
         Raises:
             ProviderRetryableError: a transient failure survived every retry.
-            ProviderRequestError: the request cannot succeed as sent.
+            ProviderRequestError: the request cannot succeed as sent, or the
+                server's reply is not a message.
         """
         started = time.perf_counter()
         model = request.model or self.default_model
-        args = self._create_args(request, model)
 
-        async def attempt() -> AnthropicMessage:
-            try:
-                client = await self._client()
-                return await client.messages.create(**args)
-            except (anthropic.AnthropicError, httpx2.TransportError) as exc:
-                # ``from None``: the SDK's exception quotes the server's reply, which
-                # may echo the key back; our error carries everything else it said.
-                raise self._error(exc, model) from None
+        async def call(mode: StructuredMode | None) -> _Assembler:
+            args = self._create_args(request, model, mode)
+            return await self._with_retries(lambda: self._create(args, model, mode))
 
-        response = await self._with_retries(attempt)
-        assembler = _Assembler(model=response.model or model)
-        assembler.take_message(response)
-        return assembler.completion(latency_ms=elapsed_ms(started))
+        assembler, mode = await self._structured(request, call)
+        return assembler.completion(latency_ms=elapsed_ms(started), structured_mode=mode)
+
+    async def _create(
+        self, args: _CreateArgs, model: str, mode: StructuredMode | None
+    ) -> _Assembler:
+        """One attempt: the SDK call, and the reply read into an assembler."""
+        client = await self._client()
+        error: ProviderError
+        try:
+            response: object = await client.messages.create(**args)
+        except (anthropic.AnthropicError, httpx2.TransportError) as exc:
+            error = self._error(exc, model, mode)
+        except ValueError as exc:
+            # The SDK parses a JSON content type itself; a body cut short fails here.
+            error = self._malformed(model, f"the body is not valid JSON ({exc})", garbage=True)
+        else:
+            if isinstance(response, AnthropicMessageType):
+                assembler = _Assembler(model=model)
+                problem = assembler.take_message(response)
+                if problem is None:
+                    return assembler
+            elif isinstance(response, str):
+                problem = f"the body is not a JSON object: {response[:80]!r}"
+            else:
+                kind = "null" if response is None else type(response).__name__
+                problem = f"expected a message object, got {kind}"
+            error = self._malformed(model, problem, garbage=isinstance(response, str))
+        # Raised here, outside the except clause, so the SDK's exception (whose
+        # body may quote a key the server echoed) is not kept as __context__.
+        raise error
 
     async def stream(self, request: CompletionRequest) -> AsyncGenerator[StreamChunk, None]:
         """Run one Messages API call as a stream; the last chunk carries the completion.
 
         Failures before the first text arrives (including an ``overloaded_error``
         event at the start of the stream) are retried like :meth:`complete`; once
-        text has been yielded, a failure is raised at once.
+        text has been yielded, a failure is raised at once. A stream that ends
+        without ``message_stop`` and without a stop reason was cut short and is
+        an error.
 
         Raises:
             ProviderRetryableError: a transient failure survived every retry, or
-                the stream broke after text was yielded.
+                the stream broke (or was cut short) after text was yielded.
             ProviderRequestError: the request cannot succeed as sent.
         """
         started = time.perf_counter()
         model = request.model or self.default_model
-        args = self._create_args(request, model)
 
-        async def open_stream() -> OpenStream[AsyncStream[RawMessageStreamEvent]]:
+        async def open_stream(
+            args: _CreateArgs, mode: StructuredMode | None
+        ) -> OpenStream[AsyncStream[RawMessageStreamEvent]]:
+            client = await self._client()
+            error: ProviderError
             try:
-                client = await self._client()
                 events = await client.messages.create(**args, stream=True)
             except (anthropic.AnthropicError, httpx2.TransportError) as exc:
-                raise self._error(exc, model) from None
-            return OpenStream(stream=events, assembler=_Assembler(model=model))
+                error = self._error(exc, model, mode)
+            else:
+                return OpenStream(stream=events, assembler=_Assembler(model=model))
+            raise error
 
-        opened = await self._open_streaming(open_stream, model)
+        async def call(
+            mode: StructuredMode | None,
+        ) -> OpenStream[AsyncStream[RawMessageStreamEvent]]:
+            args = self._create_args(request, model, mode)
+            return await self._open_streaming(lambda: open_stream(args, mode), model)
+
+        opened, mode = await self._structured(request, call)
         async for chunk in self._relay(opened, model):
             yield chunk
-        yield StreamChunk(completion=opened.assembler.completion(latency_ms=elapsed_ms(started)))
+        completion = opened.assembler.completion(
+            latency_ms=elapsed_ms(started), structured_mode=mode
+        )
+        yield StreamChunk(completion=completion)
 
     async def _next_text(
         self, opened: OpenStream[AsyncStream[RawMessageStreamEvent]], model: str
     ) -> str | None:
+        assembler: _Assembler = opened.assembler
+        error: ProviderError
         try:
-            event = await opened.stream.__anext__()
+            event: object = await opened.stream.__anext__()
         except StopAsyncIteration:
-            return None
+            if assembler.stopped or assembler.stop_reason is not None:
+                return None
+            error = self._malformed(
+                model, "the stream ended before the answer finished (no message_stop)", True
+            )
         except (anthropic.AnthropicError, httpx2.TransportError) as exc:
-            raise self._error(exc, model) from None
-        return opened.assembler.take_event(event)  # type: ignore[no-any-return]
+            error = self._error(exc, model, None)
+        except ValueError as exc:
+            error = self._malformed(model, f"a stream event is not valid JSON ({exc})", True)
+        except (AttributeError, TypeError) as exc:
+            error = self._malformed(model, f"a stream event has the wrong shape ({exc})", False)
+        else:
+            text = assembler.take_event(event)
+            if text is not None:
+                return text
+            error = self._malformed(model, "a stream event is not a Messages API event", False)
+        raise error
 
     async def _close_stream(self, stream: AsyncStream[RawMessageStreamEvent]) -> None:
         await stream.close()
 
-    def _create_args(self, request: CompletionRequest, model: str) -> _CreateArgs:
+    def _malformed(self, model: str, what: str, garbage: bool) -> ProviderError:
+        return malformed_response(
+            provider=self.name, model=model, what=what, garbage=garbage, secrets=self._secrets
+        )
+
+    def _create_args(
+        self, request: CompletionRequest, model: str, mode: StructuredMode | None
+    ) -> _CreateArgs:
         system, messages = _split_system(request.messages)
         args: _CreateArgs = {
             "model": model,
@@ -290,7 +361,11 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
             if request.tool_choice is not None:
                 args["tool_choice"] = _TOOL_CHOICES[request.tool_choice]
         extra: dict[str, object] = dict(request.extra)
-        if request.response_format is not None:
+        if request.response_format is not None and mode == "instructions":
+            args["system"] = _with_schema_instructions(
+                args.get("system", ""), request.response_format.json_schema
+            )
+        elif request.response_format is not None:
             output_config: OutputConfigParam = {
                 "format": {"type": "json_schema", "schema": request.response_format.json_schema}
             }
@@ -308,20 +383,22 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
             args["extra_body"] = extra
         return args
 
-    def _error(self, exc: Exception, model: str) -> ProviderError:
+    def _error(self, exc: Exception, model: str, mode: StructuredMode | None) -> ProviderError:
         if isinstance(exc, anthropic.APIStatusError):
             status = exc.status_code
             if status < 400:
                 status = _STATUS_OF_ERROR_TYPE.get(str(exc.type), 500)
-            return status_error(
+            server_message = exc.api_message or _body_text(exc.body)
+            error = status_error(
                 provider=self.name,
                 status=status,
                 model=model,
-                server_message=exc.api_message or _body_text(exc.body),
+                server_message=server_message,
                 headers=exc.response.headers,
                 request_id=exc.request_id,
                 secrets=self._secrets,
             )
+            return self._rejection(error, server_message, mode)
         if isinstance(exc, anthropic.APIConnectionError):
             cause = exc.__cause__
             reason = f"{type(cause).__name__}: {cause}" if cause is not None else ""
@@ -370,10 +447,30 @@ class _Assembler:
     input_tokens: int = 0
     output_tokens: int = 0
 
-    def take_message(self, message: AnthropicMessage) -> None:
-        """Take a whole message, or the empty one that opens a stream."""
-        if message.model:
-            self.model = message.model
+    stopped: bool = False
+    """Whether the stream's ``message_stop`` event arrived."""
+
+    def take_message(self, message: AnthropicMessage) -> str | None:
+        """Take a whole message, or the empty one that opens a stream.
+
+        Returns:
+            What is wrong with the message, or ``None`` when it was read.
+        """
+        if not isinstance(getattr(message, "content", None), list):
+            # An empty object would otherwise read as an empty answer.
+            return "the reply has no content list"
+        try:
+            self._take_message(message)
+        except (AttributeError, TypeError, ValueError) as exc:
+            # The SDK builds replies without validating them; a field of the wrong
+            # type surfaces only when read.
+            return f"a field has the wrong shape ({type(exc).__name__}: {exc})"
+        return None
+
+    def _take_message(self, message: AnthropicMessage) -> None:
+        model = getattr(message, "model", None)
+        if model:
+            self.model = model
         for index, block in enumerate(message.content):
             if block.type == "text":
                 self.text.append(block.text)
@@ -381,19 +478,29 @@ class _Assembler:
                 self.tool_calls[index] = _PendingToolCall(
                     id=block.id, name=block.name, input=dict(block.input)
                 )
-        self.stop_reason = message.stop_reason
+        self.stop_reason = getattr(message, "stop_reason", None)
         usage = message.usage
         self.input_tokens = (
-            usage.input_tokens
-            + (usage.cache_creation_input_tokens or 0)
-            + (usage.cache_read_input_tokens or 0)
+            int(usage.input_tokens)
+            + (getattr(usage, "cache_creation_input_tokens", None) or 0)
+            + (getattr(usage, "cache_read_input_tokens", None) or 0)
         )
-        self.output_tokens = usage.output_tokens
+        self.output_tokens = int(usage.output_tokens)
 
-    def take_event(self, event: RawMessageStreamEvent) -> str:
-        """Take one stream event; returns the text it adds."""
+    def take_event(self, event: object) -> str | None:
+        """Take one stream event; returns the text it adds, or ``None`` if it is not an event."""
+        kind = getattr(event, "type", None)
+        if not isinstance(kind, str):
+            return None
+        try:
+            return self._take_event(event)  # type: ignore[arg-type]
+        except (AttributeError, TypeError, ValueError):
+            return None
+
+    def _take_event(self, event: RawMessageStreamEvent) -> str | None:
         if event.type == "message_start":
-            self.take_message(event.message)
+            if self.take_message(event.message) is not None:
+                return None
         elif event.type == "content_block_start":
             block = event.content_block
             if block.type == "text" and block.text:
@@ -413,16 +520,20 @@ class _Assembler:
                 self.stop_reason = event.delta.stop_reason
             usage = event.usage
             # message_delta counts are cumulative, so they replace message_start's.
-            self.output_tokens = usage.output_tokens
+            self.output_tokens = int(usage.output_tokens)
             if usage.input_tokens is not None:
                 self.input_tokens = (
                     usage.input_tokens
                     + (usage.cache_creation_input_tokens or 0)
                     + (usage.cache_read_input_tokens or 0)
                 )
+        elif event.type == "message_stop":
+            self.stopped = True
         return ""
 
-    def completion(self, *, latency_ms: float) -> Completion:
+    def completion(
+        self, *, latency_ms: float, structured_mode: StructuredMode | None = None
+    ) -> Completion:
         """The finished completion, with usage priced for the model that answered."""
         text = "".join(self.text)
         calls = tuple(_tool_call(p) for _, p in sorted(self.tool_calls.items()))
@@ -438,7 +549,20 @@ class _Assembler:
             model=self.model,
             finish_reason=_FINISH_REASONS.get(stop, stop) if stop is not None else None,
             latency_ms=latency_ms,
+            structured_mode=structured_mode,
         )
+
+
+def _with_schema_instructions(system: str, schema: dict[str, object]) -> str:
+    """``system`` asking for JSON matching ``schema`` (unless it already shows that schema)."""
+    dumped = json.dumps(schema, ensure_ascii=False)
+    if dumped in system:
+        return system
+    text = (
+        f"Answer with a single JSON object, and nothing else, that matches this JSON schema:\n"
+        f"{dumped}"
+    )
+    return f"{system}\n\n{text}" if system else text
 
 
 def _split_system(messages: Sequence[Message]) -> tuple[str, list[MessageParam]]:

@@ -18,6 +18,7 @@ __all__ = [
     "StructuredOutputRejected",
     "connection_error",
     "is_request_validation_error",
+    "is_structured_rejection",
     "malformed_response",
     "names_response_format",
     "is_retryable_status",
@@ -222,6 +223,9 @@ def status_error(
     # Both vendors may say outright whether a retry can help; their word beats the status.
     verdict = headers.get("x-should-retry")
     retryable = verdict == "true" if verdict in ("true", "false") else is_retryable_status(status)
+    if retryable and verdict is None and status >= 500:
+        # A 5xx that quotes our request's fields refuses the request; it is not transient.
+        retryable = not is_request_validation_error(status, server_message)
     if retryable:
         return ProviderRetryableError(
             message,
@@ -242,6 +246,16 @@ def is_request_validation_error(status: int, server_message: str | None) -> bool
     if 400 <= status < 500:
         return status in (400, 422)
     return server_message is not None and _NAMES_REQUEST_FIELD.search(server_message) is not None
+
+
+def is_structured_rejection(status: int, server_message: str | None) -> bool:
+    """Whether an error status, for a request asking for structured output, refuses that mode.
+
+    A 400 or 422 is taken as a refusal (servers word it many ways, and the
+    fallback request without the mode shows whether it was the cause); a 500 only
+    when its message names the structured-output settings, as llama.cpp's does.
+    """
+    return status in (400, 422) or (status >= 500 and names_response_format(server_message))
 
 
 def names_response_format(server_message: str | None) -> bool:

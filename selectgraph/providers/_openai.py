@@ -37,9 +37,15 @@ from openai.types.chat import (
 from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
 from selectgraph._messages import Message, Role, ToolCall
 from selectgraph._usage import Usage
-from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk
+from selectgraph.providers._base import (
+    Completion,
+    CompletionRequest,
+    StreamChunk,
+    StructuredMode,
+)
 from selectgraph.providers._errors_map import (
     connection_error,
+    malformed_response,
     redact,
     status_error,
     url_secrets,
@@ -125,6 +131,7 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
     """
 
     name = "openai"
+    structured_modes: tuple[StructuredMode, ...] = ("json_schema", "json_object", "instructions")
 
     def __init__(
         self,
@@ -183,74 +190,128 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
 
         Raises:
             ProviderRetryableError: a transient failure survived every retry.
-            ProviderRequestError: the request cannot succeed as sent.
+            ProviderRequestError: the request cannot succeed as sent, or the
+                server's reply is not a chat completion.
         """
         started = time.perf_counter()
         model = request.model or self.default_model
-        args = self._create_args(request, model)
 
-        async def attempt() -> ChatCompletion:
-            try:
-                client = await self._client()
-                return await client.chat.completions.create(**args)
-            except openai.OpenAIError as exc:
-                # ``from None``: the SDK's exception quotes the server's reply, which
-                # may echo the key back; our error carries everything else it said.
-                raise self._error(exc, model) from None
+        async def call(mode: StructuredMode | None) -> _Assembler:
+            args = self._create_args(request, model, mode)
+            return await self._with_retries(lambda: self._create(args, model, mode))
 
-        response = await self._with_retries(attempt)
-        assembler = _Assembler(model=response.model or model)
-        assembler.take_completion(response)
-        return assembler.completion(request, latency_ms=elapsed_ms(started))
+        assembler, mode = await self._structured(request, call)
+        return assembler.completion(request, latency_ms=elapsed_ms(started), structured_mode=mode)
+
+    async def _create(
+        self, args: _CreateArgs, model: str, mode: StructuredMode | None
+    ) -> _Assembler:
+        """One attempt: the SDK call, and the reply read into an assembler."""
+        client = await self._client()
+        error: ProviderError
+        try:
+            response: object = await client.chat.completions.create(**args)
+        except openai.OpenAIError as exc:
+            error = self._error(exc, model, mode)
+        except ValueError as exc:
+            # The SDK parses a JSON content type itself; a body cut short fails here.
+            error = self._malformed(model, f"the body is not valid JSON ({exc})", garbage=True)
+        else:
+            problem = _completion_problem(response)
+            if problem is None:
+                assert isinstance(response, ChatCompletion)
+                assembler = _Assembler(model=getattr(response, "model", None) or model)
+                problem = assembler.take_completion(response)
+                if problem is None:
+                    return assembler
+            error = self._malformed(model, problem, garbage=isinstance(response, str))
+        # Raised here, outside the except clause, so the SDK's exception (whose
+        # body may quote a key the server echoed) is not kept as __context__.
+        raise error
 
     async def stream(self, request: CompletionRequest) -> AsyncGenerator[StreamChunk, None]:
         """Run one chat completion as a stream; the last chunk carries the completion.
 
         Failures before the first text arrives are retried like :meth:`complete`;
         once text has been yielded, a failure is raised at once, since a retry
-        would repeat text the caller already has.
+        would repeat text the caller already has. A stream that ends before any
+        choice carried a finish reason was cut short and is an error.
 
         Raises:
             ProviderRetryableError: a transient failure survived every retry, or
-                the stream broke after text was yielded.
+                the stream broke (or was cut short) after text was yielded.
             ProviderRequestError: the request cannot succeed as sent.
         """
         started = time.perf_counter()
         model = request.model or self.default_model
-        args = self._create_args(request, model)
         include_usage: ChatCompletionStreamOptionsParam = {"include_usage": True}
 
-        async def open_stream() -> OpenStream[AsyncStream[ChatCompletionChunk]]:
+        async def open_stream(
+            args: _CreateArgs, mode: StructuredMode | None
+        ) -> OpenStream[AsyncStream[ChatCompletionChunk]]:
+            client = await self._client()
+            error: ProviderError
             try:
-                client = await self._client()
                 chunks = await client.chat.completions.create(
                     **args, stream=True, stream_options=include_usage
                 )
             except openai.OpenAIError as exc:
-                raise self._error(exc, model) from None
-            return OpenStream(stream=chunks, assembler=_Assembler(model=model))
+                error = self._error(exc, model, mode)
+            else:
+                return OpenStream(stream=chunks, assembler=_Assembler(model=model))
+            raise error
 
-        opened = await self._open_streaming(open_stream, model)
+        async def call(
+            mode: StructuredMode | None,
+        ) -> OpenStream[AsyncStream[ChatCompletionChunk]]:
+            args = self._create_args(request, model, mode)
+            return await self._open_streaming(lambda: open_stream(args, mode), model)
+
+        opened, mode = await self._structured(request, call)
         async for chunk in self._relay(opened, model):
             yield chunk
-        completion = opened.assembler.completion(request, latency_ms=elapsed_ms(started))
+        completion = opened.assembler.completion(
+            request, latency_ms=elapsed_ms(started), structured_mode=mode
+        )
         yield StreamChunk(completion=completion)
 
     async def _next_text(
         self, opened: OpenStream[AsyncStream[ChatCompletionChunk]], model: str
     ) -> str | None:
+        assembler: _Assembler = opened.assembler
+        error: ProviderError
         try:
-            chunk = await opened.stream.__anext__()
+            chunk: object = await opened.stream.__anext__()
         except StopAsyncIteration:
-            return None
+            if assembler.finish_reason is not None:
+                return None
+            error = self._malformed(
+                model, "the stream ended before the answer finished (no finish reason)", True
+            )
         except openai.OpenAIError as exc:
-            raise self._error(exc, model) from None
-        return opened.assembler.take_chunk(chunk)  # type: ignore[no-any-return]
+            error = self._error(exc, model, None)
+        except ValueError as exc:
+            error = self._malformed(model, f"a stream event is not valid JSON ({exc})", True)
+        except (AttributeError, TypeError) as exc:
+            error = self._malformed(model, f"a stream event has the wrong shape ({exc})", False)
+        else:
+            text = assembler.take_chunk(chunk)
+            if text is not None:
+                return text
+            error = self._malformed(model, "a stream event is not a chat completion chunk", False)
+        raise error
 
     async def _close_stream(self, stream: AsyncStream[ChatCompletionChunk]) -> None:
         await stream.close()
 
-    def _create_args(self, request: CompletionRequest, model: str) -> _CreateArgs:
+    def _malformed(self, model: str, what: str, garbage: bool) -> ProviderError:
+        return malformed_response(
+            provider=self.name, model=model, what=what, garbage=garbage, secrets=self._secrets
+        )
+
+    def _create_args(
+        self, request: CompletionRequest, model: str, mode: StructuredMode | None
+    ) -> _CreateArgs:
         args: _CreateArgs = {
             "model": model,
             "messages": [_message_param(m, i) for i, m in enumerate(request.messages)],
@@ -261,15 +322,28 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
             ]
             if request.tool_choice is not None:
                 args["tool_choice"] = request.tool_choice
-        if request.response_format is not None:
+        extra: dict[str, object] = dict(request.extra)
+        response_format = request.response_format
+        if response_format is not None and mode == "json_schema":
             args["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {
-                    "name": request.response_format.name,
-                    "schema": request.response_format.json_schema,
-                    "strict": request.response_format.strict,
+                    "name": response_format.name,
+                    "schema": response_format.json_schema,
+                    "strict": response_format.strict,
                 },
             }
+        elif response_format is not None and mode == "json_object":
+            # JSON mode has no typed schema field; servers that constrain JSON mode
+            # to a schema (llama.cpp, vLLM) read it from ``response_format.schema``.
+            extra["response_format"] = {
+                "type": "json_object",
+                "schema": response_format.json_schema,
+            }
+        if response_format is not None and mode != "json_schema":
+            args["messages"] = _with_schema_instructions(
+                args["messages"], response_format.json_schema
+            )
         if request.temperature is not None:
             args["temperature"] = request.temperature
         if request.max_tokens is not None:
@@ -279,21 +353,25 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
                 args["max_completion_tokens"] = request.max_tokens
         if request.stop:
             args["stop"] = list(request.stop)
-        if request.extra:
-            args["extra_body"] = dict(request.extra)
+        if extra:
+            args["extra_body"] = extra
         return args
 
-    def _error(self, exc: openai.OpenAIError, model: str) -> ProviderError:
+    def _error(
+        self, exc: openai.OpenAIError, model: str, mode: StructuredMode | None
+    ) -> ProviderError:
         if isinstance(exc, openai.APIStatusError):
-            return status_error(
+            server_message = _server_message(exc.body)
+            error = status_error(
                 provider=self.name,
                 status=exc.status_code,
                 model=model,
-                server_message=_server_message(exc.body),
+                server_message=server_message,
                 headers=exc.response.headers,
                 request_id=exc.request_id,
                 secrets=self._secrets,
             )
+            return self._rejection(error, server_message, mode)
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__
             reason = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
@@ -339,42 +417,61 @@ class _Assembler:
     usage: CompletionUsage | None = None
     refused: bool = False
 
-    def take_completion(self, response: ChatCompletion) -> None:
-        """Take a whole (non-streamed) response."""
-        self.usage = response.usage
-        if not response.choices:
-            return
+    def take_completion(self, response: ChatCompletion) -> str | None:
+        """Take a whole (non-streamed) response; returns what is wrong with it, if anything."""
+        try:
+            self._take_completion(response)
+        except (AttributeError, TypeError, ValueError) as exc:
+            # The SDK builds replies without validating them; a field of the wrong
+            # type surfaces only when read.
+            return f"a field has the wrong shape ({type(exc).__name__}: {exc})"
+        return None
+
+    def _take_completion(self, response: ChatCompletion) -> None:
+        self.usage = _usage_of(response)
         choice = response.choices[0]
         self.finish_reason = choice.finish_reason
         message = choice.message
         if message.content:
-            self.text.append(message.content)
-        elif message.refusal:
-            self.text.append(message.refusal)
+            self.text.append(str(message.content))
+        elif getattr(message, "refusal", None):
+            self.text.append(str(message.refusal))
             self.refused = True
-        for index, call in enumerate(message.tool_calls or ()):
+        for index, call in enumerate(getattr(message, "tool_calls", None) or ()):
             if isinstance(call, ChatCompletionMessageFunctionToolCall):
                 self.tool_calls[index] = _PendingToolCall(
                     id=call.id, name=call.function.name, arguments=[call.function.arguments]
                 )
 
-    def take_chunk(self, chunk: ChatCompletionChunk) -> str:
-        """Take one stream chunk; returns the text it adds."""
-        if chunk.model:
-            self.model = chunk.model
-        if chunk.usage is not None:
-            self.usage = chunk.usage
+    def take_chunk(self, chunk: object) -> str | None:
+        """Take one stream chunk; returns the text it adds, or ``None`` if it is not a chunk."""
+        if not isinstance(chunk, ChatCompletionChunk) or not isinstance(
+            getattr(chunk, "choices", None), list
+        ):
+            return None
+        try:
+            return self._take_chunk(chunk)
+        except (AttributeError, TypeError, ValueError):
+            return None
+
+    def _take_chunk(self, chunk: ChatCompletionChunk) -> str:
+        model = getattr(chunk, "model", None)
+        if model:
+            self.model = model
+        usage = _usage_of(chunk)
+        if usage is not None:
+            self.usage = usage
         added = ""
         for choice in chunk.choices:
-            if choice.index != 0:
+            if getattr(choice, "index", 0) != 0:
                 continue
             delta = choice.delta
             if delta.content:
                 added += delta.content
-            elif delta.refusal:
-                added += delta.refusal
+            elif getattr(delta, "refusal", None):
+                added += str(delta.refusal)
                 self.refused = True
-            for call in delta.tool_calls or ():
+            for call in getattr(delta, "tool_calls", None) or ():
                 pending = self.tool_calls.setdefault(call.index, _PendingToolCall())
                 if call.id:
                     pending.id = call.id
@@ -385,13 +482,19 @@ class _Assembler:
                         pending.name = call.function.name
                     if call.function.arguments:
                         pending.arguments.append(call.function.arguments)
-            if choice.finish_reason is not None:
+            if getattr(choice, "finish_reason", None) is not None:
                 self.finish_reason = choice.finish_reason
         if added:
             self.text.append(added)
         return added
 
-    def completion(self, request: CompletionRequest, *, latency_ms: float) -> Completion:
+    def completion(
+        self,
+        request: CompletionRequest,
+        *,
+        latency_ms: float,
+        structured_mode: StructuredMode | None = None,
+    ) -> Completion:
         """The finished completion, with usage priced for the model that answered."""
         text = "".join(self.text)
         calls = tuple(
@@ -423,7 +526,66 @@ class _Assembler:
             model=self.model,
             finish_reason=_FINISH_REASONS.get(finish, finish) if finish is not None else None,
             latency_ms=latency_ms,
+            structured_mode=structured_mode,
         )
+
+
+def _completion_problem(response: object) -> str | None:
+    """What keeps ``response`` (as the SDK returned it) from being a chat completion."""
+    if isinstance(response, str):
+        # The SDK hands back the text of a body that is not JSON (an HTML error page).
+        return f"the body is not a JSON object: {response[:80]!r}"
+    if not isinstance(response, ChatCompletion):
+        kind = "null" if response is None else type(response).__name__
+        return f"expected a chat completion object, got {kind}"
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        # An empty object would otherwise read as an empty answer.
+        return "the reply has no choices"
+    if getattr(choices[0], "message", None) is None:
+        return "the first choice has no message"
+    return None
+
+
+def _usage_of(reply: ChatCompletion | ChatCompletionChunk) -> CompletionUsage | None:
+    usage = getattr(reply, "usage", None)
+    if usage is None:
+        return None
+    # Both counts are read as numbers later; a usage object without them is no usage.
+    if not isinstance(getattr(usage, "prompt_tokens", None), int) or not isinstance(
+        getattr(usage, "completion_tokens", None), int
+    ):
+        return None
+    return usage  # type: ignore[no-any-return]
+
+
+def _with_schema_instructions(
+    messages: list[ChatCompletionMessageParam], schema: dict[str, object]
+) -> list[ChatCompletionMessageParam]:
+    """``messages`` with a system message asking for JSON matching ``schema``.
+
+    Without a json_schema response_format the schema reaches the model only through
+    the prompt. Agents already put it in their system prompt (this exact JSON), so
+    it is added only when no system message carries it.
+    """
+    dumped = json.dumps(schema, ensure_ascii=False)
+    for message in messages:
+        if message["role"] == "system" and dumped in str(message.get("content", "")):
+            return messages
+    text = (
+        f"Answer with a single JSON object, and nothing else, that matches this JSON schema:\n"
+        f"{dumped}"
+    )
+    first = messages[0] if messages else None
+    if first is not None and first["role"] == "system" and isinstance(first["content"], str):
+        # Merged into the leading system message: some chat templates allow only one.
+        merged: ChatCompletionSystemMessageParam = {
+            **first,
+            "content": f"{first['content']}\n\n{text}",
+        }
+        return [merged, *messages[1:]]
+    instruction: ChatCompletionSystemMessageParam = {"role": "system", "content": text}
+    return [instruction, *messages]
 
 
 def _message_param(message: Message, index: int) -> ChatCompletionMessageParam:

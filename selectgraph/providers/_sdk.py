@@ -32,8 +32,12 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 from selectgraph._errors import ProviderError
-from selectgraph.providers._base import StreamChunk
-from selectgraph.providers._errors_map import redact_url
+from selectgraph.providers._base import CompletionRequest, StreamChunk, StructuredMode
+from selectgraph.providers._errors_map import (
+    StructuredOutputRejected,
+    is_structured_rejection,
+    redact_url,
+)
 from selectgraph.providers._retry import ProviderRetry, call_with_retries
 
 __all__ = ["LoopClients", "OpenStream", "SDKProvider", "elapsed_ms"]
@@ -161,10 +165,17 @@ class SDKProvider(ABC, Generic[C, S]):
     passed in), ``_base_url``, ``_secrets``, ``_retry`` and ``_sleep`` in
     ``__init__`` and implement :meth:`_next_text` (read one stream item into the
     assembler, returning its text) and :meth:`_close_stream`.
+
+    Structured output falls back through ``structured_modes`` (best first): when
+    a server refuses one mode, the request is sent again in the next, and the
+    mode that worked is remembered for later requests.
     """
 
     name: str
     default_model: str
+    structured_modes: tuple[StructuredMode, ...] = ("json_schema", "instructions")
+    """The structured-output modes this provider can use, best first."""
+    _structured_mode: StructuredMode | None = None
     _clients: LoopClients[C] | None
     _shared_client: C | None
     _base_url: str
@@ -202,6 +213,56 @@ class SDKProvider(ABC, Generic[C, S]):
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    @property
+    def structured_mode(self) -> StructuredMode:
+        """The structured-output mode the next request with a response_format will try first."""
+        return self._structured_mode or self.structured_modes[0]
+
+    def _rejection(
+        self, error: ProviderError, server_message: str | None, mode: StructuredMode | None
+    ) -> ProviderError:
+        """``error``, or a StructuredOutputRejected when it refuses ``mode``, not the request."""
+        if mode is None or mode == "instructions" or error.status_code is None:
+            return error
+        if not is_structured_rejection(error.status_code, server_message):
+            return error
+        return StructuredOutputRejected(
+            f"{error} (structured output mode {mode!r})",
+            provider=self.name,
+            status_code=error.status_code,
+        )
+
+    async def _structured(
+        self,
+        request: CompletionRequest,
+        call: Callable[[StructuredMode | None], Awaitable[T]],
+    ) -> tuple[T, StructuredMode | None]:
+        """``call(mode)`` in the best mode the server accepts; returns its result and the mode.
+
+        Without a response_format, ``call(None)`` runs once. Otherwise the modes are
+        tried from the remembered one on; a refusal moves to the next mode, and a
+        success remembers it, so each provider pays for a refused mode once.
+        """
+        if request.response_format is None:
+            return await call(None), None
+        modes = self.structured_modes
+        index = modes.index(self.structured_mode)
+        while True:
+            mode = modes[index]
+            try:
+                result = await call(mode)
+            except StructuredOutputRejected as refused:
+                if index + 1 >= len(modes):
+                    raise
+                _log.warning(
+                    "%s; falling back to structured output mode %r", refused, modes[index + 1]
+                )
+                index += 1
+                continue
+            if index > modes.index(self.structured_mode):
+                self._structured_mode = mode
+            return result, mode
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
         return await call_with_retries(

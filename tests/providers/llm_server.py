@@ -285,3 +285,13 @@ class ServerThread:
         async with self.server:
             self._ready.set()
             await self._stopped
+
+
+def raw_reply(body: bytes, *, content_type: str = "application/json", status: int = 200) -> Reply:
+    """A body sent exactly as given: an HTML error page, JSON cut short, anything."""
+    return Reply(status=status, headers=(("content-type", content_type),), body=body)
+
+
+def raw_stream(*events: bytes) -> Reply:
+    """An event stream of the given raw SSE events, nothing added (no ``[DONE]``)."""
+    return _sse(list(events), None)

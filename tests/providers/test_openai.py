@@ -591,7 +591,7 @@ async def test_count_tokens_uses_the_default_model() -> None:
 
 async def test_openais_own_endpoint_gets_max_completion_tokens() -> None:
     async with OpenAIProvider(OPENAI_KEY) as provider:
-        args = provider._create_args(ask(Message.user("hi"), max_tokens=64), "o4-mini")
+        args = provider._create_args(ask(Message.user("hi"), max_tokens=64), "o4-mini", None)
 
     assert args.get("max_completion_tokens") == 64
     assert "max_tokens" not in args
