@@ -64,6 +64,8 @@ parse decimal ints over 4,300 digits (``sys.get_int_max_str_digits``), so
 ``json.dumps`` would fail later, far from the value."""
 
 _JSON_SCALARS: Final = frozenset({type(None), bool, int, float, str})
+_PLAIN: Final = frozenset({type(None), bool, str})
+"""Written as they are; ints and floats need a look (huge ints, non-finite floats)."""
 _NON_FINITE: Final = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 _CLASS_TAGS: Final = ("model", "dataclass", "enum")
 
@@ -330,8 +332,9 @@ class StateSerializer:
 
     def _encode_items(self, items: Any, depth: int) -> list[Any]:
         encode = self._encode
+        plain = _PLAIN  # checked inline: most items are leaves
         try:
-            return [encode(item, depth) for item in items]
+            return [item if type(item) in plain else encode(item, depth) for item in items]
         except _Fault as fault:
             raise fault.passing(items, _index_of(items, fault.node)) from None
 
@@ -349,8 +352,12 @@ class StateSerializer:
         if all(type(key) is str for key in value):
             if TAG in value:
                 raise _Fault(f"the key {TAG!r} is reserved for tagged values", value)
+            plain = _PLAIN
             try:
-                return {key: encode(item, depth) for key, item in value.items()}
+                return {
+                    key: item if type(item) in plain else encode(item, depth)
+                    for key, item in value.items()
+                }
             except _Fault as fault:
                 raise fault.passing(value, f".{_key_of(value, fault.node)}") from None
         pairs = []
@@ -386,18 +393,9 @@ class StateSerializer:
             raise StateDecodeError(path, "nested too deeply") from None
 
     def _decode(self, value: Any, depth: int) -> Any:
-        kind = type(value)
-        if kind in _JSON_SCALARS:
-            return value
-        if depth >= self.max_depth:
-            raise _Fault(f"nested deeper than {self.max_depth} levels", value, too_deep=True)
-        depth += 1
-        if kind is list:
-            return self._decode_items(value, depth)
-        if kind is not dict:
-            raise _Fault(f"a {kind.__qualname__} is not JSON data", value)
-        if TAG not in value:
-            return self._decode_dict(value, depth)
+        return _decode_value(value, depth, self)
+
+    def _decode_tagged(self, value: dict[str, Any], depth: int) -> Any:
         tag = value[TAG]
         if type(tag) is not str:
             raise _Fault(f"the tag is {brief(tag)}, not a string", value)
@@ -413,19 +411,14 @@ class StateSerializer:
         raise _Fault(f"unknown tag {brief(tag)}", value)
 
     def _decode_items(self, items: list[Any], depth: int) -> list[Any]:
-        decode = self._decode
         try:
-            return [decode(item, depth) for item in items]
+            return [_decode_value(item, depth, self) for item in items]
         except _Fault as fault:
             raise fault.passing(items, _index_of(items, fault.node)) from None
 
-    def _decode_dict(self, value: dict[Any, Any], depth: int) -> dict[str, Any]:
-        for key in value:
-            if type(key) is not str:
-                raise _Fault(f"the key {brief(key)} is not a string", value)
-        decode = self._decode
+    def _decode_dict(self, value: dict[str, Any], depth: int) -> dict[str, Any]:
         try:
-            return {key: decode(item, depth) for key, item in value.items()}
+            return {key: _decode_value(item, depth, self) for key, item in value.items()}
         except _Fault as fault:
             raise fault.passing(value, f".{_key_of(value, fault.node)}") from None
 
@@ -452,6 +445,41 @@ class StateSerializer:
         if tag == "model":
             return _construct(cls, whole, lambda: cls.model_validate(fields))  # type: ignore[attr-defined]
         return _construct(cls, whole, lambda: _build_dataclass(cls, fields))
+
+
+def _decode_value(value: Any, depth: int, serializer: StateSerializer) -> Any:
+    # The hot path, a plain function (cheaper to call than a method): plain
+    # dicts and lists inline, scalar items checked without a call.
+    kind = type(value)
+    if kind is dict:
+        if depth >= serializer.max_depth:
+            raise _Fault(f"nested deeper than {serializer.max_depth} levels", value, too_deep=True)
+        depth += 1
+        if TAG in value:
+            return serializer._decode_tagged(value, depth)
+        # Keys are left as they are: JSON's are strings, and any other key was
+        # already hashed into the mapping the caller passed.
+        try:
+            return {
+                key: item if type(item) in _JSON_SCALARS else _decode_value(item, depth, serializer)
+                for key, item in value.items()
+            }
+        except _Fault as fault:
+            raise fault.passing(value, f".{_key_of(value, fault.node)}") from None
+    if kind is list:
+        if depth >= serializer.max_depth:
+            raise _Fault(f"nested deeper than {serializer.max_depth} levels", value, too_deep=True)
+        depth += 1
+        try:
+            return [
+                item if type(item) in _JSON_SCALARS else _decode_value(item, depth, serializer)
+                for item in value
+            ]
+        except _Fault as fault:
+            raise fault.passing(value, _index_of(value, fault.node)) from None
+    if kind in _JSON_SCALARS:
+        return value
+    raise _Fault(f"a {kind.__qualname__} is not JSON data", value)
 
 
 def _encodable_name(value: Any) -> str:
