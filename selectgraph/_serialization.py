@@ -245,132 +245,12 @@ class StateSerializer:
                 JSON form, nests deeper than ``max_depth`` or contains itself.
         """
         try:
-            return self._encode(value, 0)
+            return _encode(value, 0, self.max_depth)
         except _Fault as fault:
             where, reason = fault.located(path)
             raise StateSerializationError(where, reason) from fault.cause
         except RecursionError:
             raise StateSerializationError(path, "nested too deeply") from None
-
-    def _encode(self, value: Any, depth: int) -> Any:
-        kind = type(value)
-        if kind is str or value is None or kind is bool:
-            return value
-        if kind is int:
-            return value if -_INT_LIMIT < value < _INT_LIMIT else {TAG: "int", "v": hex(value)}
-        if kind is float:
-            return value if math.isfinite(value) else {TAG: "float", "v": repr(value)}
-        if depth >= self.max_depth:
-            raise _Fault(f"nested deeper than {self.max_depth} levels", value, too_deep=True)
-        depth += 1
-        if kind is list:
-            return self._encode_items(value, depth)
-        if kind is dict:
-            return self._encode_dict(value, depth)
-        if isinstance(value, Enum):
-            name = _encodable_name(value)
-            try:
-                inner = self._encode(value.value, depth)
-            except _Fault as fault:
-                raise fault.passing(value, "") from None
-            return {TAG: "enum", "cls": name, "v": inner}
-        if isinstance(value, BaseModel):
-            name = _encodable_name(value)
-            # Keyed by alias where there is one, as model_validate expects, plus any
-            # extra fields a model with extra="allow" holds.
-            fields = {
-                info.alias or field: getattr(value, field)
-                for field, info in type(value).model_fields.items()
-            }
-            fields.update(value.__pydantic_extra__ or {})
-            return {TAG: "model", "cls": name, "v": self._encode_fields(value, fields, depth)}
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            name = _encodable_name(value)
-            fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-            return {TAG: "dataclass", "cls": name, "v": self._encode_fields(value, fields, depth)}
-        return self._encode_other(value, depth)
-
-    def _encode_other(self, value: Any, depth: int) -> Any:
-        if isinstance(value, bool | int | str | float):  # subclasses of the JSON scalars
-            return self._encode(type(value).__mro__[-2](value), depth)
-        if isinstance(value, tuple):
-            return {TAG: "tuple", "v": self._encode_items(value, depth)}
-        if isinstance(value, set | frozenset):
-            items = []
-            for item in value:
-                try:
-                    items.append(self._encode(item, depth))
-                except _Fault as fault:
-                    raise fault.passing(value, f"{{{brief(item)}}}") from None
-            items.sort(key=repr)  # sets have no order; sort so equal sets encode equally
-            return {TAG: "frozenset" if isinstance(value, frozenset) else "set", "v": items}
-        if isinstance(value, bytes):
-            return {TAG: "bytes", "v": base64.b64encode(value).decode("ascii")}
-        if isinstance(value, dt.datetime):
-            return {TAG: "datetime", "v": value.isoformat()}
-        if isinstance(value, dt.date):
-            return {TAG: "date", "v": value.isoformat()}
-        if isinstance(value, dt.time):
-            return {TAG: "time", "v": value.isoformat()}
-        if isinstance(value, dt.timedelta):
-            return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
-        if isinstance(value, Decimal):
-            return {TAG: "decimal", "v": str(value)}
-        if isinstance(value, uuid.UUID):
-            return {TAG: "uuid", "v": str(value)}
-        if isinstance(value, PurePath):
-            return {TAG: "path", "v": str(value)}
-        if isinstance(value, list):
-            return self._encode_items(value, depth)
-        if isinstance(value, dict):
-            return self._encode_dict(value, depth)
-        raise _Fault(
-            f"a {type(value).__qualname__} is not JSON-serializable; store plain data "
-            "(str, numbers, lists, dicts), a Pydantic model or a dataclass instead",
-            value,
-        )
-
-    def _encode_items(self, items: Any, depth: int) -> list[Any]:
-        encode = self._encode
-        plain = _PLAIN  # checked inline: most items are leaves
-        try:
-            return [item if type(item) in plain else encode(item, depth) for item in items]
-        except _Fault as fault:
-            raise fault.passing(items, _index_of(items, fault.node)) from None
-
-    def _encode_fields(self, owner: Any, fields: dict[str, Any], depth: int) -> Any:
-        try:
-            return self._encode_dict(fields, depth)
-        except _Fault as fault:
-            if fault.node is fields:  # skip the temporary dict: its step names the field
-                fault.node = owner
-                fault.steps[-1] = (fault.steps[-1][0], owner)
-            raise
-
-    def _encode_dict(self, value: dict[Any, Any], depth: int) -> Any:
-        encode = self._encode
-        if all(type(key) is str for key in value):
-            if TAG in value:
-                raise _Fault(f"the key {TAG!r} is reserved for tagged values", value)
-            plain = _PLAIN
-            try:
-                return {
-                    key: item if type(item) in plain else encode(item, depth)
-                    for key, item in value.items()
-                }
-            except _Fault as fault:
-                raise fault.passing(value, f".{_key_of(value, fault.node)}") from None
-        pairs = []
-        for key, item in value.items():
-            try:
-                encoded_key = encode(key, depth)
-            except _Fault as fault:
-                raise fault.passing(value, f"<key {brief(key)}>") from None
-            try:
-                pairs.append([encoded_key, encode(item, depth)])
-            except _Fault as fault:
-                raise fault.passing(value, f"[{brief(key)}]") from None
-        return {TAG: "dict", "v": pairs}
 
     # ------------------------------------------------------------------ decode
 
@@ -445,6 +325,129 @@ class StateSerializer:
         if tag == "model":
             return _construct(cls, whole, lambda: cls.model_validate(fields))  # type: ignore[attr-defined]
         return _construct(cls, whole, lambda: _build_dataclass(cls, fields))
+
+
+def _encode(value: Any, depth: int, limit: int) -> Any:
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is int:
+        return value if -_INT_LIMIT < value < _INT_LIMIT else {TAG: "int", "v": hex(value)}
+    if kind is float:
+        return value if math.isfinite(value) else {TAG: "float", "v": repr(value)}
+    if depth >= limit:
+        raise _Fault(f"nested deeper than {limit} levels", value, too_deep=True)
+    depth += 1
+    if kind is list:
+        return _encode_items(value, depth, limit)
+    if kind is dict:
+        return _encode_dict(value, depth, limit)
+    if isinstance(value, Enum):
+        name = _encodable_name(value)
+        try:
+            inner = _encode(value.value, depth, limit)
+        except _Fault as fault:
+            raise fault.passing(value, "") from None
+        return {TAG: "enum", "cls": name, "v": inner}
+    if isinstance(value, BaseModel):
+        name = _encodable_name(value)
+        # Keyed by alias where there is one, as model_validate expects, plus any
+        # extra fields a model with extra="allow" holds.
+        fields = {
+            info.alias or field: getattr(value, field)
+            for field, info in type(value).model_fields.items()
+        }
+        fields.update(value.__pydantic_extra__ or {})
+        return {TAG: "model", "cls": name, "v": _encode_fields(value, fields, depth, limit)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        name = _encodable_name(value)
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {TAG: "dataclass", "cls": name, "v": _encode_fields(value, fields, depth, limit)}
+    return _encode_other(value, depth, limit)
+
+
+def _encode_other(value: Any, depth: int, limit: int) -> Any:
+    if isinstance(value, bool | int | str | float):  # subclasses of the JSON scalars
+        return _encode(type(value).__mro__[-2](value), depth, limit)
+    if isinstance(value, tuple):
+        return {TAG: "tuple", "v": _encode_items(value, depth, limit)}
+    if isinstance(value, set | frozenset):
+        items = []
+        for item in value:
+            try:
+                items.append(_encode(item, depth, limit))
+            except _Fault as fault:
+                raise fault.passing(value, f"{{{brief(item)}}}") from None
+        items.sort(key=repr)  # sets have no order; sort so equal sets encode equally
+        return {TAG: "frozenset" if isinstance(value, frozenset) else "set", "v": items}
+    if isinstance(value, bytes):
+        return {TAG: "bytes", "v": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dt.datetime):
+        return {TAG: "datetime", "v": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {TAG: "date", "v": value.isoformat()}
+    if isinstance(value, dt.time):
+        return {TAG: "time", "v": value.isoformat()}
+    if isinstance(value, dt.timedelta):
+        return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, Decimal):
+        return {TAG: "decimal", "v": str(value)}
+    if isinstance(value, uuid.UUID):
+        return {TAG: "uuid", "v": str(value)}
+    if isinstance(value, PurePath):
+        return {TAG: "path", "v": str(value)}
+    if isinstance(value, list):
+        return _encode_items(value, depth, limit)
+    if isinstance(value, dict):
+        return _encode_dict(value, depth, limit)
+    raise _Fault(
+        f"a {type(value).__qualname__} is not JSON-serializable; store plain data "
+        "(str, numbers, lists, dicts), a Pydantic model or a dataclass instead",
+        value,
+    )
+
+
+def _encode_items(items: Any, depth: int, limit: int) -> list[Any]:
+    plain = _PLAIN  # checked inline: most items are leaves
+    try:
+        return [item if type(item) in plain else _encode(item, depth, limit) for item in items]
+    except _Fault as fault:
+        raise fault.passing(items, _index_of(items, fault.node)) from None
+
+
+def _encode_fields(owner: Any, fields: dict[str, Any], depth: int, limit: int) -> Any:
+    try:
+        return _encode_dict(fields, depth, limit)
+    except _Fault as fault:
+        if fault.node is fields:  # skip the temporary dict: its step names the field
+            fault.node = owner
+            fault.steps[-1] = (fault.steps[-1][0], owner)
+        raise
+
+
+def _encode_dict(value: dict[Any, Any], depth: int, limit: int) -> Any:
+    if all(type(key) is str for key in value):
+        if TAG in value:
+            raise _Fault(f"the key {TAG!r} is reserved for tagged values", value)
+        plain = _PLAIN
+        try:
+            return {
+                key: item if type(item) in plain else _encode(item, depth, limit)
+                for key, item in value.items()
+            }
+        except _Fault as fault:
+            raise fault.passing(value, f".{_key_of(value, fault.node)}") from None
+    pairs = []
+    for key, item in value.items():
+        try:
+            encoded_key = _encode(key, depth, limit)
+        except _Fault as fault:
+            raise fault.passing(value, f"<key {brief(key)}>") from None
+        try:
+            pairs.append([encoded_key, _encode(item, depth, limit)])
+        except _Fault as fault:
+            raise fault.passing(value, f"[{brief(key)}]") from None
+    return {TAG: "dict", "v": pairs}
 
 
 def _decode_value(value: Any, depth: int, serializer: StateSerializer) -> Any:
