@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import builtins
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from selectgraph import END, AgentGraph, EdgeError, GraphBuildError, GraphState
 from selectgraph.graph import Condition, ConditionSyntaxError, parse_condition
+from selectgraph.graph._safe_eval import MAX_CONDITION_DEPTH, MAX_CONDITION_LENGTH
 
 DATA: dict[str, Any] = {
     "score": 7,
@@ -239,6 +241,20 @@ def test_rejection_names_the_column_of_the_offending_part() -> None:
         parse_condition("score > 1 or len(tags) > 1")
 
 
+@pytest.mark.parametrize(
+    ("source", "column"),
+    [("  len(x)", 2), ("\n\t len(x)", 2), (" x and (\n len(x))", 1), ("\t(x) +\t1", 1)],
+)
+def test_an_error_keeps_the_source_as_written_and_counts_columns_in_it(
+    source: str, column: int
+) -> None:
+    with pytest.raises(ConditionSyntaxError) as info:
+        parse_condition(source)
+
+    assert info.value.source == source
+    assert f"at column {column})" in info.value.problem
+
+
 @pytest.mark.parametrize("source", ["", "   ", "\n\t"])
 def test_empty_condition_is_rejected(source: str) -> None:
     with pytest.raises(ConditionSyntaxError, match="a condition must be a non-empty string"):
@@ -387,3 +403,177 @@ def test_graph_state_data_can_be_passed_directly() -> None:
     state = GraphState(data={"score": 3})
 
     assert parse_condition("score == 3")(state.data) is True
+
+
+# ---------------------------------------------------- identity and hashing
+
+IDENTITY_ALLOWED = [
+    "nothing is None",
+    "None is nothing",
+    "flag is not False",
+    "True is flag",
+    "nothing is None is not flag",
+    "score is not None and score == 7",
+]
+
+
+@pytest.mark.parametrize("source", IDENTITY_ALLOWED)
+def test_identity_with_none_true_or_false_evaluates_like_python(source: str) -> None:
+    assert parse_condition(source)(DATA) is _python(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "word"),
+    [
+        ("score is 1000", "'is'"),
+        ("1000 is score", "'is'"),
+        ("name is not 'ada'", "'is not'"),
+        ("score is ratio", "'is'"),
+        ("tags is ()", "'is'"),
+        ("nothing is None is 0", "'is'"),  # the second link compares with 0
+        ("flag is 1", "'is'"),  # 1 == True, but it is not the literal True
+        ("1 is None", "'is'"),  # Python itself warns about "is" with a literal
+        ("-1 is not None", "'is not'"),
+        ("[] is None", "'is'"),
+    ],
+)
+def test_identity_with_any_other_operand_is_rejected(source: str, word: str) -> None:
+    with pytest.raises(ConditionSyntaxError) as info:
+        parse_condition(source)
+
+    assert f"{word} with something other than None, True or False is not allowed" in str(info.value)
+    assert "compare values with == and !=" in info.value.problem
+
+
+UNHASHABLE = [
+    ("name in {[1]}", "list literal as a set element", "[1]"),
+    ("name in {'a', (1, [2])}", "list literal as a set element", "[2]"),
+    ("{{1}, 2} == tags", "set literal as a set element", "{1}"),
+    ("name in {1: 2, [1]: 3}", "list literal as a dict key", "[1]"),
+    ("{{}: 1} == scores", "dict literal as a dict key", "{}"),
+    ("[1] in {1}", "list literal as a member tested against a set or dict literal", "[1]"),
+    ("(1, {2}) not in {1: 1}", "set literal as a member tested against a set or dict", "{2}"),
+    ("score < 9 and [score] in {7}", "list literal as a member tested", "[score]"),
+]
+
+
+@pytest.mark.parametrize(("source", "kind", "segment"), UNHASHABLE)
+def test_an_unhashable_literal_where_a_hash_is_needed_is_rejected(
+    source: str, kind: str, segment: str
+) -> None:
+    with pytest.raises(ConditionSyntaxError) as info:
+        parse_condition(source)
+
+    assert f"an unhashable {kind}" in info.value.problem
+    assert repr(segment) in info.value.problem
+    assert "use a tuple" in info.value.problem
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "[1] in [[1]]",
+        "name in {('ada', 1), 'bob'}",
+        "{'a': [1]} == {'a': [1]}",
+        "[tags] in [[['a', 'b']]]",
+        "tags in [['a', 'b']]",
+    ],
+)
+def test_unhashable_values_where_no_hash_is_needed_still_work(source: str) -> None:
+    assert parse_condition(source)(DATA) is _python(source)
+
+
+def test_engine_rejects_an_unhashable_literal_when_the_graph_is_built() -> None:
+    graph = AgentGraph("g")
+    graph.add_node("a", lambda state: None)
+    graph.add_edge("a", END, condition="x in {[1]}")
+    graph.add_edge("a", END)
+    graph.set_entry("a")
+
+    with pytest.raises(GraphBuildError) as info:
+        graph.compile()
+
+    assert "unsafe_condition" in info.value.categories
+
+
+# --------------------------------------------------------------- limits
+
+DEEP = [
+    pytest.param("not " * 500 + "x", id="500 nots"),
+    pytest.param("not " * 2000 + "x", id="2000 nots"),
+    pytest.param("-" * 5000 + "x", id="5000 minuses"),
+    pytest.param("-" * 10000 + "x", id="10000 minuses"),
+    pytest.param(" and ".join(["(x or y"] * 500) + ")" * 500, id="500 nested and/or"),
+    pytest.param(" and ".join(["(x or y"] * 60) + ")" * 60, id="60 nested and/or"),
+    pytest.param("(" * 300 + "x" + ")" * 300, id="300 parentheses"),
+    pytest.param("[" * 100 + "x" + "]" * 100 + " == y", id="100 nested lists"),
+    pytest.param("x == " + "{'a': " * 100 + "1" + "}" * 100, id="100 nested dicts"),
+    pytest.param("s" + "['k']" * 60 + " == 1", id="60 subscripts"),
+]
+
+
+@pytest.mark.parametrize("source", DEEP)
+def test_a_deeply_nested_condition_is_a_syntax_error_not_a_crash(source: str) -> None:
+    with pytest.raises(ConditionSyntaxError) as info:
+        parse_condition(source)
+
+    assert info.value.source == source
+    assert len(str(info.value)) < 600  # the message quotes a shortened condition
+
+
+@pytest.mark.parametrize("source", DEEP)
+def test_compile_reports_a_deep_condition_as_unsafe_condition(source: str) -> None:
+    graph = AgentGraph("g")
+    graph.add_node("a", lambda state: None)
+    graph.add_edge("a", END, condition=source)
+    graph.add_edge("a", END)
+    graph.set_entry("a")
+
+    with pytest.raises(GraphBuildError) as info:
+        graph.compile()
+
+    assert "unsafe_condition" in info.value.categories
+
+
+def test_nesting_up_to_the_depth_limit_is_accepted_and_evaluates() -> None:
+    source = "not " * (MAX_CONDITION_DEPTH - 1) + "flag"
+
+    assert parse_condition(source)(DATA) is _python(source)
+    with pytest.raises(ConditionSyntaxError, match=r"deeper than 50 levels \(at column 200\)"):
+        parse_condition("not " + source)
+
+
+def test_a_long_flat_condition_within_the_length_limit_is_accepted() -> None:
+    source = " or ".join(["off"] * 1000) + " or flag"
+
+    assert len(source) < MAX_CONDITION_LENGTH
+    assert parse_condition(source)(DATA) is True
+
+
+def test_length_is_checked_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ast.parse was called")
+
+    at_limit = "name == '" + "a" * (MAX_CONDITION_LENGTH - 10) + "'"
+    assert len(at_limit) == MAX_CONDITION_LENGTH
+    assert parse_condition(at_limit)(DATA) is False
+    monkeypatch.setattr(ast, "parse", refuse)
+
+    with pytest.raises(ConditionSyntaxError, match="10,001 characters long; the limit is 10,000"):
+        parse_condition(at_limit + " ")
+
+
+def test_a_huge_condition_keeps_its_source_but_not_in_the_message() -> None:
+    source = "x == " + "1" * 100_000
+
+    with pytest.raises(ConditionSyntaxError) as info:
+        parse_condition(source)
+
+    assert info.value.source == source
+    assert "(100,005 characters)" in str(info.value)
+    assert len(str(info.value)) < 400
+
+
+def test_text_python_cannot_encode_is_a_syntax_error() -> None:
+    with pytest.raises(ConditionSyntaxError, match="unreadable text"):
+        parse_condition("name == '\ud800'")
