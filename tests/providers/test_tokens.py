@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -272,6 +273,38 @@ def test_encoding_file_in_tiktoken_cache_gives_exact_counts_without_network(
     assert count_text_tokens("hello world", "gpt-4") == 2
     assert count_text_tokens("tiktoken is great!", "gpt-3.5-turbo") == 6
     assert _tokens._loads["cl100k_base"] is not None
+    assert connections == []
+
+
+@pytest.mark.parametrize("variable", ["DATA_GYM_CACHE_DIR", None])
+def test_the_cache_is_found_where_tiktoken_would_look(
+    variable: str | None,
+    cl100k_file: Path,
+    connections: list[object],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    cache = cache_with(tmp_path, CL100K_URL, cl100k_file.read_bytes())
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR")
+    if variable is None:
+        # No variable set: tiktoken's default, <tempdir>/data-gym-cache.
+        cache = cache.rename(tmp_path / "data-gym-cache")
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    else:
+        monkeypatch.setenv(variable, str(cache))
+    monkeypatch.delitem(tiktoken.registry.ENCODINGS, "cl100k_base", raising=False)
+    monkeypatch.setattr(tiktoken.registry, "list_encoding_names", lambda: ["cl100k_base"])
+
+    assert count_text_tokens("hello world", "gpt-4") == 2
+    assert connections == []
+
+
+def test_an_encoding_with_no_known_file_is_estimated_without_a_download(
+    connections: list[object],
+) -> None:
+    # gpt2's encoding is built from two files that tiktoken would download.
+    assert encoding_name_for("gpt2") == "gpt2"
+    assert count_text_tokens("hello world", "gpt2") == estimate_text_tokens("hello world")
     assert connections == []
 
 
