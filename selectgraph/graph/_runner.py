@@ -107,18 +107,16 @@ def _changes_nothing(output: NodeOutput, data: Any, reducers: Any) -> bool:
         if key in reducers:
             return False
         current = data.get(key, _ABSENT)
-        if current is not value and not _equal(current, value):
+        if current is value:
+            continue
+        if type(current) is not type(value):
+            return False
+        try:
+            if current != value:
+                return False
+        except Exception:  # e.g. an array whose == is elementwise: count it as a change
             return False
     return True
-
-
-def _equal(current: Any, value: Any) -> bool:
-    if type(current) is not type(value):
-        return False
-    try:
-        return bool(current == value)
-    except Exception:  # e.g. an array whose == is elementwise: count it as a change
-        return False
 
 
 _ABSENT: Any = object()
