@@ -26,6 +26,7 @@ Cost per call
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from dataclasses import dataclass
@@ -33,11 +34,10 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-import genai_prices
-from genai_prices import data_snapshot
-from genai_prices import types as genai_types
-
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    from genai_prices import types as genai_types
     from genai_prices.data_snapshot import DataSnapshot
 
 __all__ = ["ModelPrice", "cost_usd", "price_for", "register_price"]
@@ -154,6 +154,8 @@ def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float | None:
         return resolved.price.cost(input_tokens, output_tokens)
     if resolved.model is None or resolved.provider is None:
         return None
+    import genai_prices
+
     usage = genai_prices.Usage(input_tokens=input_tokens, output_tokens=output_tokens)
     return float(resolved.model.calc_price(usage, resolved.provider).total_price)
 
@@ -161,7 +163,7 @@ def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float | None:
 def _resolve(model: str) -> _Resolved:
     name = model.lower()
     day = int(time.time() // 86_400)
-    snapshot = data_snapshot.get_snapshot()
+    snapshot = _data_snapshot().get_snapshot()
     resolved = _cache.get(name)
     if resolved is not None and resolved.day == day and resolved.snapshot in (None, snapshot):
         return resolved
@@ -172,6 +174,14 @@ def _resolve(model: str) -> _Resolved:
         resolved = _from_genai_prices(name, snapshot, day)
     _cache[name] = resolved
     return resolved
+
+
+@functools.cache
+def _data_snapshot() -> ModuleType:
+    # Imported on first use, so that importing selectgraph does not pay for it.
+    from genai_prices import data_snapshot
+
+    return data_snapshot
 
 
 def _override_for(name: str) -> ModelPrice | None:
@@ -208,6 +218,8 @@ def _from_genai_prices(name: str, snapshot: DataSnapshot, day: int) -> _Resolved
 
 
 def _varies_by_time_of_day(info: genai_types.ModelInfo) -> bool:
+    from genai_prices import types as genai_types
+
     return isinstance(info.prices, list) and any(
         isinstance(p.constraint, genai_types.TimeOfDateConstraint) for p in info.prices
     )
@@ -215,6 +227,8 @@ def _varies_by_time_of_day(info: genai_types.ModelInfo) -> bool:
 
 def _as_model_price(price: genai_types.ModelPrice) -> ModelPrice | None:
     """``price`` as a ModelPrice, or ``None`` if that would drop part of it."""
+    from genai_prices import types as genai_types
+
     if price.requests_kcount is not None:
         return None  # a fee per request
     rates = (price.input_mtok, price.output_mtok)

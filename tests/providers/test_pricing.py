@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -155,6 +157,13 @@ def test_each_model_is_looked_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
         cost_usd("local", tokens, tokens)
 
     assert sorted(lookups) == ["gpt-4o", "local"]
+
+
+def test_importing_selectgraph_does_not_load_the_price_data() -> None:
+    code = "import sys, selectgraph; print('genai_prices' in sys.modules)"
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert ran.stdout.strip() == "False"
 
 
 def test_a_new_day_looks_prices_up_again(monkeypatch: pytest.MonkeyPatch) -> None:
