@@ -245,7 +245,7 @@ class Agent:
         attempt = 0
         while True:
             attempt += 1
-            content, output, finish = await self._answer(turns, author, on_chunk)
+            content, output, last = await self._answer(turns, author, on_chunk)
             result = AgentResult(
                 content=content,
                 output=output,
@@ -258,7 +258,8 @@ class Agent:
                 iterations=turns.iterations,
                 attempts=attempt,
                 verdicts=tuple(verdicts),
-                finish_reason=finish,
+                finish_reason=last.finish_reason,
+                structured_mode=last.structured_mode,
             )
             if self.judge is None:
                 return result
@@ -297,8 +298,13 @@ class Agent:
 
     async def _answer(
         self, turns: _Turns, author: str, on_chunk: ChunkHandler | None
-    ) -> tuple[str, Any, str | None]:
-        """Call the model until it answers in text, running the tools it asks for."""
+    ) -> tuple[str, Any, Completion]:
+        """Call the model until it answers in text, running the tools it asks for.
+
+        Returns:
+            The answer's text, its parsed ``output_schema`` instance (or ``None``),
+            and the completion that gave it.
+        """
         config = self.config
         schema = config.output_schema
         response_format = (
@@ -336,13 +342,9 @@ class Agent:
                     continue
             content = reply.text
             if schema is None:
-                return content, None, completion.finish_reason
+                return content, None, completion
             try:
-                return (
-                    content,
-                    schema.model_validate_json(_strip_fences(content)),
-                    completion.finish_reason,
-                )
+                return content, schema.model_validate_json(_strip_fences(content)), completion
             except ValidationError as exc:
                 if output_retries >= config.max_output_retries:
                     raise AgentOutputError(

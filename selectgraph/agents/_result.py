@@ -10,6 +10,7 @@ from selectgraph._usage import NO_USAGE, Usage
 
 if TYPE_CHECKING:
     from selectgraph.agents._judge import Verdict
+    from selectgraph.providers._base import StructuredMode
 
 __all__ = ["AgentChunk", "AgentResult"]
 
@@ -43,6 +44,11 @@ class AgentResult:
     """The judge's verdict on each attempt."""
     finish_reason: str | None = None
     """Why the last model call stopped."""
+    structured_mode: StructuredMode | None = None
+    """How the last model call asked for ``output_schema``: ``"json_schema"`` (the
+    server enforced the schema), ``"json_object"`` (JSON only, schema sent along) or
+    ``"instructions"`` (the prompt alone); ``None`` without an output schema. Either
+    way the answer was validated against the schema."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe summary (messages included)."""
@@ -64,6 +70,7 @@ class AgentResult:
             "attempts": self.attempts,
             "verdicts": [v.to_dict() for v in self.verdicts],
             "finish_reason": self.finish_reason,
+            "structured_mode": self.structured_mode,
         }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,7 +10,8 @@ from pydantic import BaseModel
 
 from selectgraph import Agent, AgentConfig, AgentGraph, ToolCall, tool
 from selectgraph.observe import NodeChunk
-from selectgraph.providers import AnthropicProvider, OpenAIProvider, cost_usd
+from selectgraph.providers import AnthropicProvider, OpenAIProvider
+from selectgraph.providers import cost_usd as priced
 from tests.providers.conftest import RecordingSleep
 from tests.providers.llm_server import (
     FakeLLMServer,
@@ -33,6 +35,13 @@ from tests.providers.payloads import (
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
+
+
+def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float:
+    """The price of a call of a model these tests know the price of."""
+    cost = priced(model, input_tokens, output_tokens)
+    assert cost is not None, f"no price for {model}"
+    return cost
 
 
 class Forecast(BaseModel):
@@ -184,6 +193,41 @@ async def test_openai_structured_output(
         },
     }
     assert result.output == Forecast(city="Paris", temp_c=21)
+    assert result.structured_mode == "json_schema"
+    assert result.to_dict()["structured_mode"] == "json_schema"
+
+
+async def test_structured_output_on_a_server_that_refuses_json_schema(
+    server: FakeLLMServer, openai_provider: OpenAIProvider, sleeps: RecordingSleep
+) -> None:
+    # llama.cpp's server: HTTP 500 naming response_format for json_schema.
+    server.reject_response_format("json_schema")
+    server.script(
+        OPENAI_PATH,
+        json_reply(chat_completion("Sure! It is sunny.")),
+        json_reply(chat_completion('{"city": "Paris", "temp_c": 21}')),
+        json_reply(chat_completion('{"city": "Lyon", "temp_c": 19}')),
+    )
+    agent = Agent(AgentConfig(output_schema=Forecast), provider=openai_provider)
+
+    first = await agent.arun("Forecast for Paris")
+    second = await agent.arun("Forecast for Lyon")
+
+    # The refused mode is paid for once; the schema mismatch is re-asked in JSON mode.
+    modes = [(b.get("response_format") or {}).get("type") for b in server.bodies(OPENAI_PATH)]
+    assert modes == ["json_schema", "json_object", "json_object", "json_object"]
+    assert sleeps.delays == []
+    assert (first.output, first.structured_mode) == (
+        Forecast(city="Paris", temp_c=21),
+        "json_object",
+    )
+    assert (second.output, second.structured_mode) == (
+        Forecast(city="Lyon", temp_c=19),
+        "json_object",
+    )
+    # The agent's prompt already carries the schema; the provider does not repeat it.
+    system = server.bodies(OPENAI_PATH)[1]["messages"][0]["content"]
+    assert system.count(json.dumps(Forecast.model_json_schema())) == 1
 
 
 async def test_anthropic_structured_output(
@@ -202,6 +246,7 @@ async def test_anthropic_structured_output(
         "format": {"type": "json_schema", "schema": Forecast.model_json_schema()}
     }
     assert result.output == Forecast(city="Oslo", temp_c=-3)
+    assert result.structured_mode == "json_schema"
 
 
 async def test_a_schema_mismatch_over_the_wire_is_re_asked(

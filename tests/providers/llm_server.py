@@ -124,6 +124,7 @@ class FakeLLMServer:
     requests: list[RecordedRequest] = field(default_factory=list)
     errors: list[Exception] = field(default_factory=list)
     _scripts: dict[str, deque[Reply]] = field(default_factory=dict)
+    _refusals: dict[str, Reply] = field(default_factory=dict)
     _server: asyncio.Server | None = None
     _handlers: set[asyncio.Task[None]] = field(default_factory=set)
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
@@ -137,6 +138,16 @@ class FakeLLMServer:
 
     def script(self, path: str, *replies: Reply) -> None:
         self._scripts.setdefault(path, deque()).extend(replies)
+
+    def reject_response_format(self, *kinds: str, reply: Reply | None = None) -> None:
+        """Refuse every request whose ``response_format.type`` is one of ``kinds``.
+
+        The refusal is answered before the script (which it does not consume), the
+        way a server that does not support a structured-output mode behaves. The
+        default reply is llama.cpp's server refusing ``json_schema``: HTTP 500.
+        """
+        for kind in kinds:
+            self._refusals[kind] = reply or llama_cpp_format_refusal(kind)
 
     def unused_replies(self, path: str) -> int:
         return len(self._scripts.get(path, ()))
@@ -203,8 +214,12 @@ class FakeLLMServer:
 
     async def _answer(self, request: RecordedRequest, writer: asyncio.StreamWriter) -> bool:
         """Send the next scripted reply; returns whether the connection stays usable."""
+        refusal = self._refusal(request)
         queue = self._scripts.get(request.path)
-        reply = queue.popleft() if queue else _unscripted(request)
+        if refusal is not None:
+            reply = refusal
+        else:
+            reply = queue.popleft() if queue else _unscripted(request)
         if reply.action == "drop":
             return False
         if reply.action == "stall":
@@ -231,6 +246,22 @@ class FakeLLMServer:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
+
+    def _refusal(self, request: RecordedRequest) -> Reply | None:
+        if not self._refusals or not request.body:
+            return None
+        body = request.json()
+        response_format = body.get("response_format") if isinstance(body, dict) else None
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        return self._refusals.get(kind) if isinstance(kind, str) else None
+
+
+def llama_cpp_format_refusal(kind: str) -> Reply:
+    """What llama.cpp's server answers a response_format type it does not support."""
+    message = 'response_format type must be one of "text" or "json_object", but got: ' + kind
+    return json_reply(
+        {"error": {"code": 500, "message": message, "type": "server_error"}}, status=500
+    )
 
 
 def _unscripted(request: RecordedRequest) -> Reply:
