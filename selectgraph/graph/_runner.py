@@ -109,12 +109,12 @@ def _changes_nothing(output: NodeOutput, data: Any, reducers: Any) -> bool:
         current = data.get(key, _ABSENT)
         if current is value:
             continue
-        if type(current) is not type(value):
-            return False
         try:
             if current != value:
                 return False
         except Exception:  # e.g. an array whose == is elementwise: count it as a change
+            return False
+        if type(current) is not type(value):  # 1 == True == 1.0, but they differ
             return False
     return True
 
@@ -190,8 +190,6 @@ class Run:
     _attempts = 1
     _degraded = False
     _max_steps_reached = False
-    _quiet = False
-    """Before fingerprints start: whether the current step left ``data`` as it was."""
 
     # ------------------------------------------------------------------- loop
     async def execute(self) -> GraphResult:
@@ -215,6 +213,7 @@ class Run:
             # step that wrote nothing new (checked on its update alone) is unchanged.
             stall_threshold = settings.stall_threshold
             reducers = graph.schema.reducers
+            quiet = False  # before fingerprints: whether this step left ``data`` as it was
             seen = self._seen
             record = self.recorder.record
             record_at = self.recorder.record_at
@@ -265,10 +264,10 @@ class Run:
                 except Exception as exc:
                     ok = self._handle_failure(spec, visit, exc, started)
                     goto = None
-                    self._quiet = True  # a failed node wrote nothing
+                    quiet = True  # a failed node wrote nothing
                 else:
                     if fp is None and stall_threshold is not None:
-                        self._quiet = _changes_nothing(output, state.data, reducers)
+                        quiet = _changes_nothing(output, state.data, reducers)
                     self._complete(spec, output, visit, started)
                     ok, goto = True, output.goto
 
@@ -284,22 +283,26 @@ class Run:
                     edge = match_simple(name, routes, state)
                     target = edge.target  # type: ignore[assignment]
                     record(EdgeFired, step, name, target, edge.kind, edge.label)
-                elif routes.is_async:
-                    target = self._follow(name, await aresolve_next(name, routes, ok, state, nodes))
                 else:
-                    target = self._follow(name, resolve_next(name, routes, ok, state, nodes))
+                    if routes.is_async:
+                        resolved = await aresolve_next(name, routes, ok, state, nodes)
+                    else:
+                        resolved = resolve_next(name, routes, ok, state, nodes)
+                    target = self._follow(name, resolved)
+                    if resolved[2] is not None and resolved[2].values:
+                        quiet = False  # the router wrote
                 if stall_threshold is not None:
                     if fp is None:
-                        changed = not self._quiet
+                        changed = not quiet
                     elif fp.total != self._last_total:
                         self._last_total = fp.total
                         changed = True
                     else:
                         changed = False
-                    if changed:
-                        self._unchanged = 0
-                    else:
+                    if not changed:
                         self._stalled(name, stall_threshold)
+                    elif self._unchanged:
+                        self._unchanged = 0
             return self._finish("end")
         except GraphRunError as error:
             self._attach(error)
@@ -538,7 +541,6 @@ class Run:
     def _follow(self, source: str, resolved: Resolved) -> str | EndType:
         target, edge, directive, decision = resolved
         if directive is not None and directive.values:
-            self._quiet = False  # what fingerprints would see, before they start
             self._merger.merge(self.state, NodeOutput(directive.values), source, self.steps)
             if self.written_keys is not None:
                 self.written_keys.update(directive.values)
