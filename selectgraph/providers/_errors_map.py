@@ -223,9 +223,9 @@ def status_error(
     # Both vendors may say outright whether a retry can help; their word beats the status.
     verdict = headers.get("x-should-retry")
     retryable = verdict == "true" if verdict in ("true", "false") else is_retryable_status(status)
-    if retryable and verdict is None and status >= 500:
+    if retryable and verdict is None and is_request_validation_error(status, server_message):
         # A 5xx that quotes our request's fields refuses the request; it is not transient.
-        retryable = not is_request_validation_error(status, server_message)
+        retryable = False
     if retryable:
         return ProviderRetryableError(
             message,
@@ -237,15 +237,17 @@ def status_error(
 
 
 def is_request_validation_error(status: int, server_message: str | None) -> bool:
-    """Whether an error status is the server refusing our request's shape, whatever its code.
+    """Whether a server error (5xx) is really the server refusing our request's shape.
 
     Some OpenAI-compatible servers answer a request they cannot validate (an
     unsupported ``response_format``, an unknown field) with a 500 rather than a
     400; retrying such a request only repeats the refusal.
     """
-    if 400 <= status < 500:
-        return status in (400, 422)
-    return server_message is not None and _NAMES_REQUEST_FIELD.search(server_message) is not None
+    return (
+        status >= 500
+        and server_message is not None
+        and _NAMES_REQUEST_FIELD.search(server_message) is not None
+    )
 
 
 def is_structured_rejection(status: int, server_message: str | None) -> bool:

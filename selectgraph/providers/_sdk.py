@@ -253,7 +253,7 @@ class SDKProvider(ABC, Generic[C, S]):
             try:
                 result = await call(mode)
             except StructuredOutputRejected as refused:
-                if index + 1 >= len(modes):
+                if index + 1 >= len(modes):  # pragma: no cover - "instructions" is never refused
                     raise
                 _log.warning(
                     "%s; falling back to structured output mode %r", refused, modes[index + 1]

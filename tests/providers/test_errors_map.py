@@ -9,10 +9,14 @@ import pytest
 from selectgraph._errors import ProviderRequestError, ProviderRetryableError
 from selectgraph.providers._errors_map import (
     connection_error,
+    is_request_validation_error,
     is_retryable_status,
+    is_structured_rejection,
     parse_retry_after,
     redact,
+    redact_url,
     status_error,
+    url_secrets,
 )
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -141,3 +145,79 @@ def test_x_should_retry_header_overrides_the_status(
     )
 
     assert error.retryable is retryable
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://u:pw-secret@gw.example/v1", "http://[redacted]@gw.example/v1"),
+        ("https://token-only@gw.example", "https://[redacted]@gw.example"),
+        (
+            "http://gw.example/v1?api_key=abc123&region=eu&X-Amz-Signature=f00d",
+            "http://gw.example/v1?api_key=[redacted]&region=eu&X-Amz-Signature=[redacted]",
+        ),
+        ("http://gw.example/v1?access_token=t0k3n", "http://gw.example/v1?access_token=[redacted]"),
+        ("http://localhost:8080/v1", "http://localhost:8080/v1"),
+    ],
+)
+def test_redact_url_hides_userinfo_and_secret_query_values(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_url_secrets_finds_the_password_and_secret_query_values() -> None:
+    url = "http://user:pw-1234@gw.example/v1?api_key=k-5678&region=eu&sig=s-9"
+    assert url_secrets(url) == ("pw-1234", "k-5678", "s-9")
+    assert url_secrets(None) == ()
+    assert url_secrets("http://gw.example/v1") == ()
+    # A URL the standard library cannot split (a bad IPv6 host) has nothing to add.
+    assert url_secrets("http://[::1/v1?key=x") == ()
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        (500, "1 validation error for ChatRequest", True),
+        (500, 'response_format type must be one of "text" or "json_object"', True),
+        (500, "messages.0.content: Input should be a valid string", True),
+        (500, "The server had an error while processing your request.", False),
+        (503, None, False),
+        (400, "unknown field: response_format", False),
+    ],
+)
+def test_a_server_error_quoting_the_request_is_a_validation_error(
+    status: int, message: str | None, expected: bool
+) -> None:
+    assert is_request_validation_error(status, message) is expected
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        (400, "anything at all", True),
+        (422, None, True),
+        (500, 'response_format type must be one of "text" or "json_object"', True),
+        (500, "CUDA out of memory", False),
+        (404, "model not found", False),
+        (429, "slow down", False),
+    ],
+)
+def test_which_refusals_trigger_the_structured_output_fallback(
+    status: int, message: str | None, expected: bool
+) -> None:
+    assert is_structured_rejection(status, message) is expected
+
+
+def test_a_500_validation_error_is_not_retryable_unless_the_server_says_so() -> None:
+    def error(headers: dict[str, str]) -> object:
+        return status_error(
+            provider="openai",
+            status=500,
+            model="m",
+            server_message="1 validation error for ChatRequest",
+            headers=headers,
+            request_id=None,
+            secrets=(),
+        )
+
+    assert type(error({})) is ProviderRequestError
+    assert type(error({"x-should-retry": "true"})) is ProviderRetryableError

@@ -9,7 +9,7 @@ A stream that ends before the answer finished is an error, not a short answer.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,10 +24,12 @@ from tests.providers.llm_server import (
     raw_stream,
 )
 from tests.providers.payloads import (
+    anthropic_message,
     block_start,
     chat_completion,
     chunk,
     message_start,
+    text_block,
     text_chunks,
     text_delta,
     text_events,
@@ -304,3 +306,113 @@ async def test_anthropic_html_instead_of_a_stream_is_retried(
 
     assert "".join(c.delta for c in pieces) == "ok"
     assert len(server.requests) == 2
+
+
+# --- shapes the SDKs let through, read field by field ---------------------------------
+
+
+async def test_openai_choice_without_a_message_is_typed(
+    server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    body = chat_completion("hi")
+    del body["choices"][0]["message"]
+    server.script(OPENAI_PATH, json_reply(body))
+
+    error = await complete_fails(openai_provider)
+
+    assert_typed(error, False, "no message")
+
+
+async def test_openai_usage_without_numbers_is_counted_locally(
+    server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    body = chat_completion("four words in all")
+    body["usage"] = {"prompt_tokens": "many", "completion_tokens": None}
+    server.script(OPENAI_PATH, json_reply(body))
+
+    completion = await openai_provider.complete(REQUEST)
+
+    assert completion.message.text == "four words in all"
+    assert completion.usage.input_tokens > 0
+    assert completion.usage.output_tokens > 0
+
+
+async def test_openai_chunk_with_a_wrongly_typed_delta_is_typed(
+    server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    server.script(
+        OPENAI_PATH,
+        raw_stream(openai_event({"choices": [{"index": 0, "delta": 5}]}), b"data: [DONE]\n\n"),
+    )
+
+    _, error = await stream_fails(openai_provider)
+
+    assert_typed(error, False, "not a chat completion chunk")
+
+
+async def test_a_stream_event_that_is_not_utf8_is_garbage(
+    server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    bad = raw_stream(b"data: \xff\xfe{}\n\n")
+    server.script(OPENAI_PATH, bad, bad, bad)
+
+    _, error = await stream_fails(openai_provider)
+
+    assert isinstance(error, ProviderRetryableError)
+    assert error.status_code == 200
+
+
+async def test_anthropic_usage_of_the_wrong_type_is_typed(
+    server: FakeLLMServer, anthropic_provider: AnthropicProvider
+) -> None:
+    body = anthropic_message([text_block("hi")])
+    body["usage"]["input_tokens"] = "many"
+    server.script(ANTHROPIC_PATH, json_reply(body))
+
+    error = await complete_fails(anthropic_provider)
+
+    assert_typed(error, False, "wrong shape")
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "content_block_delta", "index": 0, "delta": 5},
+        {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": "x"}}},
+    ],
+    ids=["delta", "message-start"],
+)
+async def test_anthropic_event_with_a_wrongly_typed_field_is_typed(
+    event: dict[str, object], server: FakeLLMServer, anthropic_provider: AnthropicProvider
+) -> None:
+    server.script(ANTHROPIC_PATH, raw_stream(anthropic_event(event)))
+
+    _, error = await stream_fails(anthropic_provider)
+
+    assert_typed(error, False, "not a Messages API event")
+
+
+class _BrokenStream:
+    """An SDK stream whose next item fails inside the SDK with a raw TypeError."""
+
+    async def __anext__(self) -> object:
+        raise TypeError("'NoneType' object is not subscriptable")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_raw_error_inside_the_sdks_stream_is_typed(
+    openai_provider: OpenAIProvider, anthropic_provider: AnthropicProvider
+) -> None:
+    from selectgraph.providers import _anthropic, _openai
+    from selectgraph.providers._sdk import OpenStream
+
+    for provider, assembler in (
+        (openai_provider, _openai._Assembler(model="m")),
+        (anthropic_provider, _anthropic._Assembler(model="m")),
+    ):
+        opened: OpenStream[Any] = OpenStream(stream=_BrokenStream(), assembler=assembler)
+        with pytest.raises(ProviderRequestError) as caught:
+            await provider._next_text(opened, "some-model")
+        assert_typed(caught.value, False, "wrong shape")

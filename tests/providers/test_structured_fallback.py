@@ -19,6 +19,7 @@ from selectgraph.providers._base import CompletionRequest, ResponseFormat
 from selectgraph.providers._errors_map import StructuredOutputRejected
 from tests.providers.llm_server import (
     anthropic_error,
+    anthropic_stream,
     json_reply,
     openai_error,
     openai_stream,
@@ -28,6 +29,7 @@ from tests.providers.payloads import (
     chat_completion,
     text_block,
     text_chunks,
+    text_events,
 )
 
 if TYPE_CHECKING:
@@ -225,3 +227,26 @@ async def test_anthropic_native_schema_reports_json_schema(
     completion = await anthropic_provider.complete(structured())
 
     assert completion.structured_mode == "json_schema"
+
+
+async def test_anthropic_streaming_falls_back_and_keeps_a_schema_already_in_the_prompt(
+    server: FakeLLMServer, anthropic_provider: AnthropicProvider
+) -> None:
+    system = f"Reply as JSON matching {json.dumps(SCHEMA, ensure_ascii=False)}"
+    server.script(
+        ANTHROPIC_PATH,
+        anthropic_error(422, "invalid_request_error", "output_config is not supported"),
+        anthropic_stream(text_events(ANSWER)),
+    )
+
+    chunks = [
+        chunk
+        async for chunk in anthropic_provider.stream(
+            structured(Message.system(system), Message.user("Where?"))
+        )
+    ]
+
+    final = chunks[-1].completion
+    assert final is not None
+    assert (final.message.text, final.structured_mode) == (ANSWER, "instructions")
+    assert server.bodies(ANTHROPIC_PATH)[1]["system"] == system
