@@ -478,6 +478,8 @@ class _Generation:
             model=self.provider.default_model,
             finish_reason=self.finish_reason,
             latency_ms=latency_ms,
+            # The grammar holds sampling to the schema: the strongest of the modes.
+            structured_mode="json_schema" if "grammar" in self.arguments else None,
         )
 
     # The methods below run on the worker thread.

@@ -21,9 +21,10 @@ from selectgraph import Agent, AgentConfig, AgentGraph
 from selectgraph._messages import Message
 from selectgraph.providers._base import CompletionRequest, ResponseFormat
 from selectgraph.providers._llama import LlamaCppProvider
+from selectgraph.providers._openai import OpenAIProvider
 
 if TYPE_CHECKING:
-    from selectgraph.providers._base import Completion, Provider, StreamChunk
+    from selectgraph.providers._base import Provider, StreamChunk
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 
@@ -157,11 +158,12 @@ def test_structured_output_is_enforced_by_a_grammar_in_process(
     # No re-asking allowed: the first answer already matches the schema.
     assert isinstance(result.output, Capital)
     assert result.iterations == 1
+    assert result.structured_mode == "json_schema"
     assert Capital.model_validate_json(result.content) == result.output
 
 
 async def test_structured_output_through_the_server_falls_back_and_says_how(
-    server_provider: Provider,
+    server_provider: OpenAIProvider,
 ) -> None:
     request = ask(
         "What is the capital of France? Answer in JSON.",
@@ -174,11 +176,17 @@ async def test_structured_output_through_the_server_falls_back_and_says_how(
     assert Capital.model_validate_json(completion.message.text)
     # llama.cpp's server rejects json_schema; it accepts json_object with the schema,
     # which it enforces with a grammar.
-    assert _structured_mode(completion) == "json_object"
+    assert completion.structured_mode == "json_object"
+    assert server_provider.structured_mode == "json_object"  # remembered for later calls
 
+    geographer = agent(
+        server_provider, "geographer", output_schema=Capital, max_tokens=64, max_output_retries=0
+    )
+    result = await geographer.arun("What is the capital of Italy? Answer in JSON.")
 
-def _structured_mode(completion: Completion) -> object:
-    return completion.message.metadata.get("structured_output")
+    assert isinstance(result.output, Capital)
+    assert result.structured_mode == "json_object"
+    assert result.iterations == 1
 
 
 async def timed_small_call(provider: Provider) -> float:
