@@ -125,8 +125,12 @@ async def test_a_prompt_longer_than_the_context_fails_without_retrying(gguf_path
     provider = LlamaCppProvider(gguf_path, n_ctx=128, retry=ProviderRetry(), sleep=sleeps)
     request = CompletionRequest(model="", messages=(Message.user("word " * 400),), max_tokens=4)
 
-    with provider, pytest.raises(ProviderRequestError, match="n_ctx") as caught:
-        await provider.complete(request)
+    with provider:
+        with pytest.raises(ProviderRequestError, match="n_ctx") as caught:
+            await provider.complete(request)
+        with pytest.raises(ProviderRequestError, match="n_ctx"):
+            async for _ in provider.stream(request):
+                pass
 
     assert caught.value.provider == "llama_cpp"
     assert not caught.value.retryable
@@ -170,13 +174,44 @@ async def test_a_schema_llama_cpp_cannot_compile_is_a_request_error(
         await llama_provider.complete(request)
 
 
-async def test_a_malformed_logit_bias_names_the_field(llama_provider: LlamaCppProvider) -> None:
+@pytest.mark.parametrize("bias", [{"eos": "down"}, [0, 2]])
+async def test_a_malformed_logit_bias_names_the_field(
+    llama_provider: LlamaCppProvider, bias: object
+) -> None:
     request = CompletionRequest(
-        model="", messages=(Message.user("Hi"),), extra={"logit_bias": {"eos": "down"}}
+        model="", messages=(Message.user("Hi"),), extra={"logit_bias": bias}
     )
 
     with pytest.raises(ProviderRequestError, match="logit_bias"):
         await llama_provider.complete(request)
+
+
+async def test_temperature_zero_with_a_seed_repeats_the_answer(
+    llama_provider: LlamaCppProvider,
+) -> None:
+    request = CompletionRequest(
+        model="", messages=(Message.user("Name a bird."),), temperature=0.0, max_tokens=8
+    )
+
+    first = await llama_provider.complete(request)
+    second = await llama_provider.complete(request)
+
+    assert first.message.text == second.message.text
+
+
+async def test_another_chat_format_counts_tokens_close_to_the_real_prompt(
+    gguf_path: Path,
+) -> None:
+    messages = (Message.system("Be brief."), Message.user("What is two plus two?"))
+    async with LlamaCppProvider(gguf_path, n_ctx=256, chat_format="chatml") as provider:
+        counted = provider.count_tokens(messages)
+        completion = await provider.complete(
+            CompletionRequest(model="", messages=messages, max_tokens=1)
+        )
+
+    assert repr(provider) == f"LlamaCppProvider(model_path={str(gguf_path)!r}, n_ctx=256)"
+    # Texts are counted exactly; the framing is an allowance of a few tokens a message.
+    assert abs(counted - completion.usage.input_tokens) <= 2 * len(messages) + 2
 
 
 def test_a_missing_model_file_is_a_request_error_naming_the_path(tmp_path: Path) -> None:
