@@ -86,17 +86,21 @@ async def test_a_stop_sequence_ends_the_answer_before_it(provider: Provider) -> 
 
 
 async def test_streaming_yields_text_pieces_then_the_whole_completion(provider: Provider) -> None:
-    chunks: list[StreamChunk] = [
-        chunk async for chunk in provider.stream(ask("Count from one to ten.", max_tokens=12))
-    ]
+    request = ask("Count from one to ten.", max_tokens=12, extra=NEVER_END)
+    chunks: list[StreamChunk] = [chunk async for chunk in provider.stream(request)]
 
     *pieces, last = chunks
     assert len(pieces) >= 2
     assert all(piece.delta and piece.completion is None for piece in pieces)
     assert last.completion is not None
     assert last.completion.message.text == "".join(piece.delta for piece in pieces)
-    assert 0 < last.completion.usage.output_tokens <= 12
-    assert last.completion.usage.input_tokens > 5
+    assert last.completion.finish_reason == "length"
+    usage = last.completion.usage
+    assert usage.input_tokens > 0
+    assert usage.output_tokens > 0
+    if isinstance(provider, LlamaCppProvider):
+        assert usage.output_tokens == 12  # counted while sampling
+    # llama.cpp's server reports no usage in streams, so OpenAIProvider estimates it.
 
 
 def test_a_chain_of_agents_runs_each_agent_on_the_previous_answer(provider: Provider) -> None:
