@@ -336,7 +336,7 @@ class LlamaCppProvider:
         arguments: dict[str, Any] = {
             "messages": [_message_dict(m) for m in request.messages],
             "model": self.default_model,
-            "logit_bias": _logit_bias(extra.pop("logit_bias", None)),
+            "logit_bias": _logit_bias(extra.pop("logit_bias", None), self._llama.n_vocab()),
         }
         if request.temperature is not None:
             arguments["temperature"] = request.temperature
@@ -436,6 +436,8 @@ class _Generation:
     def __post_init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.chunks = asyncio.Queue()
+        # A copy: the caller's arguments serve every retry of the call.
+        self.arguments = dict(self.arguments)
         self.sampling = _Sampling(bias=self.arguments.pop("logit_bias"))
         self.worker = threading.Thread(target=self._work, name="selectgraph-llama", daemon=True)
         self.worker.start()
@@ -531,22 +533,28 @@ def _message_dict(message: Message) -> dict[str, Any]:
     return {"role": role.value, "content": message.text}
 
 
-def _logit_bias(value: object) -> dict[int, float]:
-    """``extra["logit_bias"]`` as token ids and biases, as OpenAI's API spells it."""
+def _logit_bias(value: object, vocabulary: int) -> dict[int, float]:
+    """``extra["logit_bias"]`` as token ids and biases, as OpenAI's API spells it.
+
+    Checked here because the bias is applied inside a llama.cpp callback, where
+    an error could not reach the caller.
+    """
     if value is None:
         return {}
-    if not isinstance(value, dict):
-        raise ProviderRequestError(
-            f"llama_cpp: extra['logit_bias'] must map token ids to biases, got {value!r}",
-            provider=LlamaCppProvider.name,
-        )
-    try:
-        return {int(token): float(bias) for token, bias in value.items()}
-    except (TypeError, ValueError):
-        raise ProviderRequestError(
-            f"llama_cpp: extra['logit_bias'] must map token ids to biases, got {value!r}",
-            provider=LlamaCppProvider.name,
-        ) from None
+    problem = f"must map token ids to biases, got {value!r}"
+    if isinstance(value, dict):
+        try:
+            bias = {int(token): float(amount) for token, amount in value.items()}
+        except (TypeError, ValueError):
+            pass
+        else:
+            outside = sorted(token for token in bias if not 0 <= token < vocabulary)
+            if not outside:
+                return bias
+            problem = f"names tokens {outside} outside the model's vocabulary (0-{vocabulary - 1})"
+    raise ProviderRequestError(
+        f"llama_cpp: extra['logit_bias'] {problem}", provider=LlamaCppProvider.name
+    )
 
 
 def _elapsed_ms(started: float) -> float:

@@ -174,7 +174,7 @@ async def test_a_schema_llama_cpp_cannot_compile_is_a_request_error(
         await llama_provider.complete(request)
 
 
-@pytest.mark.parametrize("bias", [{"eos": "down"}, [0, 2]])
+@pytest.mark.parametrize("bias", [{"eos": "down"}, [0, 2], {"49152": -100}, {"-1": 5}])
 async def test_a_malformed_logit_bias_names_the_field(
     llama_provider: LlamaCppProvider, bias: object
 ) -> None:
@@ -249,3 +249,35 @@ def test_llama_cpp_failures_while_generating_are_retryable(
     assert "llama_decode" in str(decode)
     assert isinstance(template, ProviderRequestError)
     assert "alternate" in str(template)
+
+
+async def test_a_failure_inside_llama_cpp_is_retried_with_the_same_request(
+    gguf_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sleeps = RecordingSleep()
+    provider = LlamaCppProvider(gguf_path, n_ctx=256, retry=ProviderRetry(), sleep=sleeps)
+    real = provider._llama.create_chat_completion
+    calls: list[dict[str, object]] = []
+
+    def fails_once(**arguments: object) -> object:
+        calls.append(arguments)
+        if len(calls) == 1:
+            raise RuntimeError("llama_decode returned 1")  # what a full KV cache raises
+        return real(**arguments)
+
+    monkeypatch.setattr(provider._llama, "create_chat_completion", fails_once)
+    request = CompletionRequest(
+        model="",
+        messages=(Message.user("Tell me a story."),),
+        max_tokens=4,
+        extra={"logit_bias": {"0": -100, "2": -100, "4": -100}},
+    )
+
+    with provider:
+        completion = await provider.complete(request)
+
+    assert len(calls) == 2
+    assert len(sleeps.delays) == 1
+    # The retry ran the whole request again, bias included: it could not end early.
+    assert completion.finish_reason == "length"
+    assert completion.usage.output_tokens == 4
