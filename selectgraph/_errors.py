@@ -294,3 +294,75 @@ class TypeNotAllowedError(StateDecodeError):
         self.type_name = type_name
         """The class as the stored state names it, ``module:qualname``."""
 
+
+class MergeConflictError(GraphRunError):
+    """Parallel branches wrote one key without a reducer under ``MergePolicy.ERROR``."""
+
+    category = "merge_conflict"
+
+    def __init__(self, message: str, *, key: str, branches: list[str], **context: Any) -> None:
+        super().__init__(message, **context)
+        self.key = key
+        """The ``data`` key more than one branch wrote."""
+        self.branches = branches
+        """The branches that wrote it, in merge order."""
+
+
+class NodeTimeout(NodeError):
+    """A node ran past its ``timeout``; it goes through the node's error policy like any failure."""
+
+    category = "node_timeout"
+
+
+class BranchError(NodeError):
+    """A branch of a fan-out failed; ``branch`` names it and ``__cause__`` is its error."""
+
+    category = "branch_failed"
+
+    def __init__(self, message: str, *, branch: str, **context: Any) -> None:
+        super().__init__(message, **context)
+        self.branch = branch
+        """The failing branch (a member name, or ``node[i]`` for Scatter)."""
+
+
+class CheckpointNotFound(SelectGraphError, ValueError):
+    """No checkpoint has this id (a ``ValueError`` too, as seed 004's ``load`` documents)."""
+
+    def __init__(self, checkpoint_id: str, *, where: str = "") -> None:
+        place = f" in {where}" if where else ""
+        super().__init__(f"no checkpoint {checkpoint_id!r}{place}")
+        self.checkpoint_id = checkpoint_id
+        """The id that was asked for."""
+
+
+class CheckpointConflict(SelectGraphError):
+    """A checkpoint write was based on a stale version of its run; nothing was written.
+
+    Two writers that resume the same run race on its head version: exactly one
+    wins, the other gets this error and must reload the run before trying again.
+    """
+
+    def __init__(self, run_id: str, *, expected_version: int, actual_version: int) -> None:
+        super().__init__(
+            f"run {run_id!r} is at version {actual_version}, not {expected_version}: another "
+            "writer saved first; reload the run's head before writing again"
+        )
+        self.run_id = run_id
+        """The run both writers wrote to."""
+        self.expected_version = expected_version
+        """The version the losing write was based on."""
+        self.actual_version = actual_version
+        """The run's head version when the write was refused."""
+
+
+class CheckpointDecodeError(StateDecodeError):
+    """A stored checkpoint cannot be read; names the checkpoint, the path inside it and the file."""
+
+    def __init__(self, checkpoint_id: str, path: str, reason: str, *, location: str = "") -> None:
+        super().__init__(path, reason)
+        place = f" ({location})" if location else ""
+        self.args = (f"cannot load checkpoint {checkpoint_id!r}{place} at {path}: {reason}",)
+        self.checkpoint_id = checkpoint_id
+        """The checkpoint whose stored record is malformed."""
+        self.location = location
+        """Where the record is stored: a file, a table row."""

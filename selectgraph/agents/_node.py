@@ -38,7 +38,7 @@ from selectgraph.observe._events import NodeChunk
 
 if TYPE_CHECKING:
     from selectgraph.agents._agent import Agent
-    from selectgraph.graph._runner import Run
+    from selectgraph.runtime._run import Run
 
 __all__ = ["AgentNode"]
 

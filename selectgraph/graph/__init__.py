@@ -6,6 +6,7 @@ from selectgraph.graph._builder import AgentGraph
 from selectgraph.graph._compiled import CompiledGraph, GraphSettings
 from selectgraph.graph._directives import Directive, goto, update
 from selectgraph.graph._nodes import NodeAdapter, NodeContext, NodeSpec
+from selectgraph.graph._parallel import FailureMode, MergePolicy, ParallelGroup, Scatter
 from selectgraph.graph._policies import (
     ErrorPolicy,
     LoopAction,
@@ -41,20 +42,24 @@ __all__ = [
     "ConditionSyntaxError",
     "Directive",
     "ErrorPolicy",
+    "FailureMode",
     "GraphResult",
     "GraphSettings",
     "GraphSpec",
     "GraphState",
     "LoopAction",
     "MaxStepsAction",
+    "MergePolicy",
     "NodeAdapter",
     "NodeContext",
     "NodeResult",
     "NodeSpec",
     "Outcome",
+    "ParallelGroup",
     "Quality",
     "Reducer",
     "RetryPolicy",
+    "Scatter",
     "StopReason",
     "append",
     "bounded_append",

@@ -14,6 +14,17 @@ from selectgraph.graph._compile import compile_graph, validate_graph
 from selectgraph.graph._compiled import CompiledGraph, GraphInput, GraphSettings
 from selectgraph.graph._edges import EdgeKind, Trigger
 from selectgraph.graph._nodes import NodeAdapter
+from selectgraph.graph._parallel import (
+    DEFAULT_FANOUT,
+    Branches,
+    FailureMode,
+    FanOutOptions,
+    GroupAdapter,
+    MergeFn,
+    MergePolicy,
+    ParallelGroup,
+    check_fanout_options,
+)
 from selectgraph.graph._policies import (
     Conversation,
     ErrorPolicy,
@@ -60,6 +71,8 @@ class NodeDecl:
     destinations: Sequence[str | EndType] | None = None
     description: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+    group: ParallelGroup | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -69,13 +82,14 @@ class EdgeDecl:
     source: str | EndType
     kind: EdgeKind
     trigger: Trigger = "success"
-    target: str | EndType | None = None
+    target: str | EndType | Branches | None = None
     condition: str | Callable[[GraphState], Any] | None = None
     router: Callable[..., Any] | None = None
     """A router function, or an llm_decide edge's decider."""
     path_map: Mapping[Hashable, Any] | Sequence[Any] | None = None
     label: str | None = None
     order: int = 0
+    fanout: FanOutOptions = DEFAULT_FANOUT
 
 
 class AgentGraph:
@@ -124,6 +138,7 @@ class AgentGraph:
         conversation: Conversation = "isolated",
         compact_at_tokens: int = 8000,
         strict_entry: bool = False,
+        max_concurrency: int | None = None,
     ) -> None:
         """Create an empty graph.
 
@@ -150,7 +165,10 @@ class AgentGraph:
                 turns once the thread is longer than this.
             strict_entry: Require ``set_entry()`` (OpenArmature's rule). By default
                 the first node added is the entry when none is set.
+            max_concurrency: Branches of one fan-out running at once, unless the
+                group or edge sets its own limit (``None``: no limit).
         """
+        _check_options("AgentGraph", max_concurrency=max_concurrency)
         self.name = name
         self.description = description
         if retry is None:
@@ -170,6 +188,7 @@ class AgentGraph:
             goal=goal,
             conversation=conversation,
             compact_at_tokens=compact_at_tokens,
+            max_concurrency=max_concurrency,
         )
         self._state_schema = state_schema
         self._reducers = dict(reducers) if reducers else None
@@ -236,6 +255,7 @@ class AgentGraph:
         destinations: Sequence[str | EndType] | None = None,
         description: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
         **options: Any,
     ) -> Self:
         """Add a node: an Agent, a graph, or a function ``(state) -> update``.
@@ -254,6 +274,8 @@ class AgentGraph:
             destinations: Targets the node may goto(); checked at run time, drawn in diagrams.
             description: What the node does (diagrams, llm_decide prompts).
             metadata: Free-form data kept on the node spec.
+            timeout: Seconds the node may run; past them it fails with NodeTimeout,
+                which goes through its error policy (retries included).
             **options: Node-kind options (e.g. ``context_mode`` for agents).
 
         Returns:
@@ -263,6 +285,12 @@ class AgentGraph:
             TypeError: ``node`` cannot be a node, or options do not apply to it.
         """
         reject_class(name, node)
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise ValueError(
+                f"node {name!r}: timeout must be a number of seconds > 0, got {timeout!r}"
+            )
         hook = getattr(node, "__selectgraph_node__", None)
         if options and hook is None:
             raise TypeError(
@@ -291,8 +319,71 @@ class AgentGraph:
                 destinations=list(destinations) if destinations is not None else None,
                 description=description or _describe_node(node, adapter),
                 metadata=dict(metadata or {}),
+                timeout=timeout,
             ),
             next_node,
+        )
+        return self
+
+    def add_parallel_nodes(
+        self,
+        name: str,
+        nodes: Sequence[str],
+        *,
+        merge_policy: MergePolicy = MergePolicy.LAST_WINS,
+        merge_fn: MergeFn | None = None,
+        failure_mode: FailureMode = "fail_all",
+        max_concurrency: int | None = None,
+        description: str | None = None,
+    ) -> Self:
+        """Register a parallel group: ``nodes`` run at once, and what they write is merged.
+
+        Edges into and out of ``name`` work like any node's; the node after the
+        group runs once, after every member has finished. Each member runs once
+        on its own view of the state (its own edges are not followed), and the
+        members' writes are merged in the order listed here.
+
+        Args:
+            name: The group's node name.
+            nodes: The member nodes (added with add_node), in merge order.
+            merge_policy: How keys without a reducer that several members wrote are
+                settled; keys with a reducer always take every member's write.
+            merge_fn: ``merge_fn(branch_states) -> GraphState``; replaces the merge.
+            failure_mode: ``"fail_all"``, ``"continue_others"`` or ``"wait_all"``.
+            max_concurrency: Members running at once (``None``: the graph's limit).
+            description: What the group does (diagrams, llm_decide prompts).
+
+        Raises:
+            TypeError, ValueError: an option is not of the kind it must be, naming it.
+        """
+        _check_options(
+            f"add_parallel_nodes({name!r})",
+            merge_policy=merge_policy,
+            failure_mode=failure_mode,
+            max_concurrency=max_concurrency,
+            merge_fn=merge_fn,
+        )
+        if isinstance(nodes, str) or not isinstance(nodes, Sequence):
+            raise TypeError(
+                f"add_parallel_nodes({name!r}): nodes must be a list of node names, got {nodes!r}"
+            )
+        group = ParallelGroup(
+            name=name,
+            members=tuple(nodes),
+            merge_policy=merge_policy,
+            merge_fn=merge_fn,
+            failure_mode=failure_mode,
+            max_concurrency=max_concurrency,
+            description=description or "",
+        )
+        self._declare(
+            NodeDecl(
+                name=name,
+                adapter=GroupAdapter(group),
+                description=description or f"parallel: {', '.join(map(str, nodes))}",
+                group=group,
+            ),
+            UNSET,
         )
         return self
 
@@ -357,11 +448,14 @@ class AgentGraph:
     def add_edge(
         self,
         source: str | EndType,
-        target: str | EndType,
+        target: str | EndType | Sequence[str],
         *,
         condition: str | Callable[[GraphState], Any] | None = None,
         on: Trigger = "success",
         label: str | None = None,
+        merge_policy: MergePolicy = MergePolicy.LAST_WINS,
+        failure_mode: FailureMode = "fail_all",
+        max_concurrency: int | None = None,
     ) -> Self:
         """Add an edge. Conditional edges are tried in declaration order; the first match wins.
 
@@ -374,7 +468,32 @@ class AgentGraph:
             on: ``"success"`` (default), ``"failure"`` (route a failed node to
                 recovery) or ``"always"``.
             label: Text for diagrams and traces (defaults to the condition).
+            merge_policy: For a list of targets: how keys without a reducer that
+                several branches wrote are settled.
+            failure_mode: For a list of targets: what a branch's failure does.
+            max_concurrency: For a list of targets: branches running at once.
+
+        A list of targets fans out: each target starts a branch, the branches
+        run at once on their own views of the state, each follows its edges
+        until the nearest node all of them lead to (the join), and that node
+        runs once, after all of them, on their merged writes.
         """
+        declared: str | EndType | Branches
+        if isinstance(target, list | tuple):
+            _check_options(
+                f"add_edge({source!r}, {list(target)!r})",
+                merge_policy=merge_policy,
+                failure_mode=failure_mode,
+                max_concurrency=max_concurrency,
+            )
+            options = FanOutOptions(
+                merge_policy=merge_policy,
+                failure_mode=failure_mode,
+                max_concurrency=max_concurrency,
+            )
+            declared = Branches(tuple(target), options, f"edge from {source!r}")
+        else:
+            declared = target  # type: ignore[assignment]  # checked at compile time
         if on not in ("success", "failure", "always"):
             raise ValueError(
                 f"add_edge(on=...) must be 'success', 'failure' or 'always', got {on!r}"
@@ -387,7 +506,7 @@ class AgentGraph:
         self._edges.append(
             EdgeDecl(
                 source=source,
-                target=target,
+                target=declared,
                 kind="static" if condition is None else "condition",
                 trigger=on,
                 condition=condition,
@@ -405,6 +524,9 @@ class AgentGraph:
         path_map: Mapping[Hashable, str | EndType] | Sequence[str | EndType] | None = None,
         *,
         on: Trigger = "success",
+        merge_policy: MergePolicy = MergePolicy.LAST_WINS,
+        failure_mode: FailureMode = "fail_all",
+        max_concurrency: int | None = None,
     ) -> Self:
         """Route from ``source`` with a function of the state.
 
@@ -416,7 +538,17 @@ class AgentGraph:
                 node names maps each to itself). Checked when the graph is built.
                 END is always allowed, listed or not: stopping needs no node.
             on: Which outcomes of ``source`` the router decides for.
+            merge_policy: When the router returns a list (node names or Scatter):
+                how keys without a reducer that several branches wrote are settled.
+            failure_mode: When it returns a list: what a branch's failure does.
+            max_concurrency: When it returns a list: branches running at once.
         """
+        _check_options(
+            f"add_conditional_edge({source!r}, ...)",
+            merge_policy=merge_policy,
+            failure_mode=failure_mode,
+            max_concurrency=max_concurrency,
+        )
         if not callable(router):
             raise TypeError(
                 f"add_conditional_edge({source!r}, ...) needs a function, got {router!r}"
@@ -429,6 +561,11 @@ class AgentGraph:
                 router=router,
                 path_map=path_map,
                 order=len(self._edges),
+                fanout=FanOutOptions(
+                    merge_policy=merge_policy,
+                    failure_mode=failure_mode,
+                    max_concurrency=max_concurrency,
+                ),
             )
         )
         self._changed()
@@ -623,6 +760,20 @@ class AgentGraph:
 
     def __repr__(self) -> str:
         return f"AgentGraph(name={self.name!r}, nodes={list(self._nodes)}, entry={self._entry!r})"
+
+
+def _check_options(where: str, **options: Any) -> None:
+    """Refuse fan-out options of the wrong kind at once, naming the option."""
+    problems = check_fanout_options(
+        where,
+        options.get("merge_policy", MergePolicy.LAST_WINS),
+        options.get("failure_mode", "fail_all"),
+        options.get("max_concurrency"),
+        options.get("merge_fn"),
+    )
+    if problems:
+        bad_kind = not isinstance(options.get("merge_policy", MergePolicy.LAST_WINS), MergePolicy)
+        raise (TypeError if bad_kind else ValueError)("; ".join(problems))
 
 
 def _describe_node(node: Any, adapter: Any = None) -> str:

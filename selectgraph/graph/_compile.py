@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from selectgraph._callables import callable_name
 from selectgraph._errors import Diagnostic, GraphBuildError
 from selectgraph._sentinels import END, EndType
+from selectgraph.graph._adapters import FunctionAdapter
 from selectgraph.graph._compiled import CompiledGraph
 from selectgraph.graph._edges import Edge, NodeRoutes, RouteContext
 from selectgraph.graph._nodes import NodeSpec
+from selectgraph.graph._parallel import Branches, ParallelGroup
 from selectgraph.graph._policies import ErrorPolicy
 from selectgraph.graph._safe_eval import ALIASES, Condition, ConditionSyntaxError, parse_condition
 from selectgraph.graph._schema import StateSchema, build_schema
@@ -27,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["compile_graph", "possible_targets"]
 
 
-def _target_name(target: str | EndType | None) -> str:
+def _target_name(target: Any) -> str:
+    if type(target) is Branches:
+        return target.describe()
     return "END" if target is END else repr(target)
 
 
@@ -36,6 +40,12 @@ class _Compiler:
         self.graph = graph
         self.diagnostics: list[Diagnostic] = []
         self.broken_sources: set[str] = set()
+        self.group_members: set[str] = {
+            member
+            for decl in graph._nodes.values()
+            if decl.group is not None
+            for member in decl.group.members
+        }
         """Nodes with an edge already reported as broken (no dead-end report on top)."""
 
     def error(self, category: str, message: str, node: str | None = None) -> None:
@@ -164,6 +174,8 @@ class _Compiler:
                 "Configure retries on the agent, or choose ABORT / SKIP here",
                 name,
             )
+        if decl.group is not None:
+            self.check_group(decl.group)
         return NodeSpec(
             name=name,
             adapter=adapter,
@@ -176,7 +188,39 @@ class _Compiler:
             destinations=tuple(decl.destinations) if decl.destinations is not None else None,
             description=decl.description,
             metadata=dict(decl.metadata),
+            timeout=decl.timeout,
+            group=decl.group,
+            offload=isinstance(adapter, FunctionAdapter) and not adapter.is_async,
         )
+
+    def check_group(self, group: ParallelGroup) -> None:
+        name = group.name
+        if not group.members:
+            self.error(
+                "empty_parallel_group",
+                f"parallel group {name!r} has no members; list the nodes it runs at once",
+                name,
+            )
+        decls = self.graph._nodes
+        seen: set[str] = set()
+        for member in group.members:
+            if not isinstance(member, str) or member not in decls:
+                known = ", ".join(n for n in decls if n != name) or "none"
+                self.error(
+                    "unknown_group_member",
+                    f"parallel group {name!r} lists {member!r}, which is not a node; "
+                    f"add_node it first (nodes: {known})",
+                    name,
+                )
+            elif member == name:
+                self.error("unknown_group_member", f"parallel group {name!r} lists itself", name)
+            elif member in seen:
+                self.error(
+                    "duplicate_group_member",
+                    f"parallel group {name!r} lists {member!r} twice; each member runs once",
+                    name,
+                )
+            seen.add(member)
 
     def compile_child(self, name: str, graph: AgentGraph | CompiledGraph) -> CompiledGraph | None:
         """``graph`` compiled; its problems are reported as this node's."""
@@ -287,7 +331,13 @@ class _Compiler:
             else:
                 condition = raw
                 label = label or callable_name(raw)
-        if decl.target is not None:
+        if type(decl.target) is Branches:
+            for target in decl.target.targets:
+                ok = self.check_target(source, target, decls, "edge") and ok
+            if not decl.target.targets:
+                self.error("dangling_edge", f"edge from {source!r} fans out to no nodes", source)
+                ok = False
+        elif decl.target is not None:
             ok = self.check_target(source, decl.target, decls, "edge") and ok
         path_map: dict[Hashable, str | EndType] | None = None
         route: RouteContext | None = None
@@ -325,12 +375,13 @@ class _Compiler:
             route=route,
             label=label,
             order=decl.order,
+            fanout=decl.fanout,
         )
 
     def check_target(
-        self, source: str, target: str | EndType, decls: Mapping[str, NodeDecl], what: str
+        self, source: str, target: Any, decls: Mapping[str, NodeDecl], what: str
     ) -> bool:
-        if target is END or target in decls:
+        if target is END or (isinstance(target, str) and target in decls):
             return True
         hint = " (to stop the run, use selectgraph.END)" if target in ("END", "__end__") else ""
         self.error(
@@ -386,7 +437,12 @@ class _Compiler:
             failure = self.ordered(
                 name, [e for e in node_edges if e.trigger != "success"], " on failure"
             )
-            if not success and decls[name].destinations is None and name not in self.broken_sources:
+            if (
+                not success
+                and decls[name].destinations is None
+                and name not in self.broken_sources
+                and name not in self.group_members
+            ):
                 self.error(
                     "dead_end_node",
                     f"node {name!r} has no outgoing edge for success; add_edge({name!r}, END) "
@@ -401,6 +457,11 @@ class _Compiler:
                     name,
                 )
             static = success[0] if len(success) == 1 and success[0].kind == "static" else None
+            router = (
+                success[0]
+                if len(success) == 1 and success[0].kind == "router" and not success[0].is_async
+                else None
+            )
             simple = None
             if (
                 len(success) > 1
@@ -420,6 +481,7 @@ class _Compiler:
                 static_success=static,
                 is_async=any(e.is_async for e in node_edges),
                 simple=simple,
+                router=router,
             )
         return routes
 
@@ -446,6 +508,8 @@ class _Compiler:
             successors[edge.source].update(_edge_targets(edge, decls))
         for name, decl in decls.items():
             successors[name].update(decl.destinations or ())
+            if decl.group is not None:
+                successors[name].update(m for m in decl.group.members if m in decls)
         seen = _reach(entry, successors)
         for name in decls:
             if name not in seen:
@@ -456,6 +520,8 @@ class _Compiler:
                     name,
                 )
         for name in decls:
+            if name in self.group_members and not successors[name]:
+                continue  # a member ends where its group does
             if name in seen and END not in _reach(name, successors):
                 self.warn(
                     "no_path_to_end",
@@ -477,9 +543,9 @@ def _always(data: Mapping[str, Any]) -> bool:
 def _edge_targets(edge: Edge, nodes: Iterable[str]) -> set[str | EndType]:
     if edge.kind == "llm":
         assert edge.path_map is not None
-        return {*edge.path_map.values(), *([edge.target] if edge.target is not None else [])}
+        return {*edge.path_map.values(), *edge.targets()}
     if edge.kind != "router":
-        return {edge.target} if edge.target is not None else set()
+        return set(edge.targets())
     if edge.path_map is not None:
         return set(edge.path_map.values())
     return {*nodes, END}  # a router without path_map may go anywhere

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,12 +24,12 @@ from selectgraph.graph._policies import (
 )
 from selectgraph.graph._reducers import owned
 from selectgraph.graph._result import GraphResult
-from selectgraph.graph._runner import Run, Sleep, blocking_sleep, new_run_id
 from selectgraph.graph._schema import StateSchema
 from selectgraph.graph._state import GraphState
 from selectgraph.observe._events import GraphEvent
 from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import EventRecorder, Listener
+from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
 
 if TYPE_CHECKING:
     from selectgraph.graph._subgraph import GraphAdapter
@@ -65,6 +66,8 @@ class GraphSettings:
     """How agent nodes share the conversation: ``"isolated"`` or ``"continuous"``."""
     compact_at_tokens: int = 8000
     """In a continuous conversation, older turns are summarised past this many tokens."""
+    max_concurrency: int | None = None
+    """Branches of one fan-out running at once, unless its group or edge says otherwise."""
 
 
 class CompiledGraph:
@@ -95,21 +98,32 @@ class CompiledGraph:
         self.warnings: tuple[Diagnostic, ...] = tuple(warnings)
         """Non-fatal problems compile found."""
         self.description = description
-        self.is_async = any(spec.adapter.is_async for spec in self.nodes.values()) or any(
-            route.is_async for route in self.routes.values()
-        )
-        """Whether running needs an event loop (some node or edge is async)."""
+        self.is_async = any(
+            spec.adapter.is_async or spec.timeout is not None for spec in self.nodes.values()
+        ) or any(route.is_async for route in self.routes.values())
+        """Whether running needs an event loop (some node or edge is async, or has a timeout)."""
         self._listeners = tuple(as_listener(o) for o in observers)
-        self.direct_calls: Mapping[str, Callable[[GraphState], Any]] = {
-            name: spec.adapter.fn
+        plain = {
+            name: spec.adapter
             for name, spec in self.nodes.items()
             if isinstance(spec.adapter, FunctionAdapter)
-            and not spec.adapter.is_async
             and not spec.adapter.wants_context
             and (spec.error_policy or settings.error_policy) is not ErrorPolicy.RETRY
             and not spec.reads
+            and spec.timeout is None
+        }
+        self.direct_calls: Mapping[str, Callable[[GraphState], Any]] = {
+            name: adapter.fn for name, adapter in plain.items() if not adapter.is_async
         }
         """Nodes the runner may call directly: plain sync functions without retries."""
+        self.direct_async: Mapping[str, Callable[[GraphState], Any]] = {
+            name: adapter.fn for name, adapter in plain.items() if adapter.is_async
+        }
+        """Plain async functions without retries, awaited directly by the runner."""
+        self.join_points: dict[tuple[str, ...], Any] = {}
+        """Fan-out join points found so far, by the branches' start nodes."""
+        self.post_dominators: Mapping[Any, set[Any]] | None = None
+        """For each node, the nodes every path from it to END passes (computed on first use)."""
 
     # ----------------------------------------------------------------- input
     def prepare_state(self, value: GraphInput) -> GraphState:
@@ -239,7 +253,17 @@ class CompiledGraph:
             GraphRunError: after yielding RunFailed, if the run failed.
         """
         queue: asyncio.Queue[GraphEvent | None] = asyncio.Queue()
-        listeners = (*observers, queue.put_nowait)
+        loop = asyncio.get_running_loop()
+        home = threading.get_ident()
+
+        def deliver(event: GraphEvent) -> None:
+            # A blocking node of a branch may emit from a worker thread.
+            if threading.get_ident() == home:
+                queue.put_nowait(event)
+            else:
+                loop.call_soon_threadsafe(queue.put_nowait, event)
+
+        listeners = (*observers, deliver)
         task = asyncio.ensure_future(self._execute(input, listeners, run_id, _yielding_sleep))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:

@@ -20,6 +20,13 @@ from selectgraph._errors import EdgeError, RoutingError
 from selectgraph._sentinels import END, EndType
 from selectgraph._usage import Usage
 from selectgraph.graph._directives import Directive
+from selectgraph.graph._parallel import (
+    DEFAULT_FANOUT,
+    Branches,
+    FanOutOptions,
+    Scatter,
+    is_fanout,
+)
 from selectgraph.graph._safe_eval import Condition, MissingStateKey
 from selectgraph.graph._state import GraphState
 from selectgraph.graph._views import StateView
@@ -100,8 +107,9 @@ class Edge:
     """What decides whether it fires."""
     trigger: Trigger = "success"
     """Which outcomes of the source it applies to."""
-    target: str | EndType | None = None
-    """Destination of static and condition edges; ``None`` for routers."""
+    target: str | EndType | Branches | None = None
+    """Destination of static and condition edges (several at once: Branches); ``None``
+    for routers."""
     condition: Condition | Predicate | None = None
     """For ``"condition"`` edges: a parsed safe expression or a predicate on the state."""
     router: Router | None = None
@@ -116,6 +124,8 @@ class Edge:
     """Condition text or router name, for traces and diagrams."""
     order: int = 0
     """Declaration order across the whole graph."""
+    fanout: FanOutOptions = DEFAULT_FANOUT
+    """For routers: how the branches merge and fail when the router returns a list."""
 
     @property
     def is_async(self) -> bool:
@@ -127,9 +137,19 @@ class Edge:
             return False
         return is_async_callable(fn)
 
+    def targets(self) -> list[str | EndType]:
+        """Every node (or END) this edge leads to directly; several for a fan-out."""
+        target = self.target
+        if target is None:
+            return []
+        if type(target) is Branches:
+            return list(target.nodes())
+        return [target]  # type: ignore[list-item]
+
     def describe(self) -> str:
         """A short human description, e.g. ``a -> b [score > 3]``."""
-        target = "END" if self.target is END else (self.target or "?")
+        shown = self.target.describe() if type(self.target) is Branches else self.target
+        target = "END" if shown is END else (shown or "?")
         when = "" if self.trigger == "success" else f" (on {self.trigger})"
         if self.kind == "router":
             return f"{self.source} -> router {self.label}{when}"
@@ -154,6 +174,8 @@ class NodeRoutes:
     simple: tuple[tuple[Callable[[Mapping[str, Any]], Any], Edge], ...] | None = None
     """When every success edge is a parsed condition or the static fallback: the
     ``(evaluate, edge)`` pairs, evaluated straight on the data (fast path)."""
+    router: Edge | None = None
+    """When the only success edge is one synchronous router: that edge (fast path)."""
 
     @property
     def has_failure_route(self) -> bool:
@@ -186,9 +208,15 @@ def _check_target(edge: Edge, target: Any, nodes: Mapping[str, object], how: str
 
 def _router_target(
     edge: Edge, value: Any, nodes: Mapping[str, object]
-) -> tuple[str | EndType | None, Directive | None]:
+) -> tuple[str | EndType | Branches | None, Directive | None]:
     """The router's target (``None`` for update() without one) and its directive, if any."""
     how = f"router {edge.label!r}"
+    if is_fanout(value):
+        # Several at once: node names and/or Scatter, checked before any branch starts.
+        targets = tuple(value)
+        if edge.path_map is not None:
+            targets = tuple(_through_path_map(edge, item, how) for item in targets)
+        return Branches(targets, edge.fanout, how), None
     directive: Directive | None = None
     if isinstance(value, Directive):
         if value.target is None:
@@ -219,7 +247,26 @@ def _router_target(
     return _check_target(edge, value, nodes, how), directive
 
 
-Resolved = tuple["str | EndType", "Edge | None", "Directive | None", "RouteDecision | None"]
+def _through_path_map(edge: Edge, item: Any, how: str) -> Any:
+    """One item of a router's list, translated by its path_map (Scatter names a target)."""
+    path_map = edge.path_map
+    assert path_map is not None
+    if isinstance(item, Hashable) and not isinstance(item, Scatter) and item in path_map:
+        return path_map[item]
+    name = item.node_name if isinstance(item, Scatter) else item
+    if name in path_map.values():
+        return item
+    allowed = ", ".join(repr(k) for k in path_map)
+    raise RoutingError(
+        f"{how} on {edge.source!r} returned a list holding {item!r}, which is not in its "
+        f"path_map (allowed: {allowed})",
+        node=edge.source,
+    )
+
+
+Resolved = tuple[
+    "str | EndType | Branches", "Edge | None", "Directive | None", "RouteDecision | None"
+]
 
 
 def _decide(edge: Edge, state: GraphState) -> Generator[Any, Any, RouteDecision]:
@@ -246,7 +293,7 @@ def _decide(edge: Edge, state: GraphState) -> Generator[Any, Any, RouteDecision]
         )
     if decision.target is None or decision.error is not None:
         return RouteDecision(
-            target=edge.target,
+            target=edge.target,  # type: ignore[arg-type]  # an llm edge's fallback is one node
             reasoning=f"fallback: {decision.error or 'no decision'}",
             usage=decision.usage,
             error=decision.error or "no decision",
@@ -318,18 +365,60 @@ def _resolution(
             raise
         except Exception as exc:
             raise _edge_error(edge, exc, state) from exc
-        target, directive = _router_target(edge, value, nodes)
-        if target is None:
-            # update() without a target: the patch is applied before routing, and
-            # a router is a node's only unconditional way on, so the run ends.
-            target = END
-        return target, edge, directive, None
+        return _routed(edge, value, nodes)
     tried = "; ".join(edge.describe() for edge in candidates) or "none"
     raise RoutingError(
         f"no edge matched after node {source!r}; edges tried: {tried}. Add an unconditional "
         f"fallback edge, e.g. add_edge({source!r}, END)",
         node=source,
         state=state,
+    )
+
+
+def _routed(edge: Edge, value: Any, nodes: Mapping[str, object]) -> Resolved:
+    target, directive = _router_target(edge, value, nodes)
+    if target is None:
+        # update() without a target: the patch is applied before routing, and
+        # a router is a node's only unconditional way on, so the run ends.
+        target = END
+    return target, edge, directive, None
+
+
+def route_with_value(
+    edge: Edge,
+    state: GraphState,
+    nodes: Mapping[str, object],
+    view: StateView,
+) -> Resolved:
+    """Call a node's one synchronous router directly (the fast path of resolve_next).
+
+    Raises:
+        EdgeError: the router raised, or returned an awaitable although it is a plain function.
+        RoutingError: it returned an unknown target.
+    """
+    try:
+        value = edge.router(view)  # type: ignore[misc]
+    except (RoutingError, EdgeError):
+        raise
+    except Exception as exc:
+        raise _edge_error(edge, exc, state) from exc
+    if type(value) is str and edge.path_map is None and value in nodes:
+        return value, edge, None, None
+    if inspect.isawaitable(value):
+        raise _awaitable_from_plain(edge, value, state)
+    return _routed(edge, value, nodes)
+
+
+def _awaitable_from_plain(edge: Edge, pending: Any, state: GraphState) -> EdgeError:
+    if inspect.iscoroutine(pending):
+        pending.close()  # never awaited, and nobody will: no "never awaited" warning
+    return _edge_error(
+        edge,
+        TypeError(
+            f"it is a plain function but returned {type(pending).__name__} {pending!r}; "
+            "declare it with 'async def' so the engine awaits it"
+        ),
+        state,
     )
 
 
@@ -365,16 +454,7 @@ def resolve_next(
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
     walk.close()
-    if inspect.iscoroutine(pending):
-        pending.close()  # never awaited, and nobody will: no "never awaited" warning
-    raise _edge_error(
-        edge,
-        TypeError(
-            f"it is a plain function but returned {type(pending).__name__} {pending!r}; "
-            "declare it with 'async def' so the engine awaits it"
-        ),
-        state,
-    )
+    raise _awaitable_from_plain(edge, pending, state)
 
 
 async def aresolve_next(

@@ -10,39 +10,84 @@ from selectgraph._sentinels import EndType
 from selectgraph.graph._policies import ErrorPolicy, RetryPolicy
 
 if TYPE_CHECKING:
+    from selectgraph.graph._parallel import ParallelGroup
     from selectgraph.graph._result import NodeResult
     from selectgraph.graph._views import StateView
     from selectgraph.observe._events import GraphEvent
+    from selectgraph.runtime._branches import BranchRef
 
 __all__ = ["NodeAdapter", "NodeContext", "NodeSpec"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeContext:
-    """Run facts a node may ask for by taking a second parameter: ``def node(state, context)``."""
+    """Run facts a node may ask for by taking a second parameter: ``def node(state, context)``.
 
-    node: str
-    """This node's name."""
-    step: int
-    """The run step (1-based)."""
-    visit: int
-    """How many times this node has run in this run, this time included."""
-    attempt: int
-    """1 for the first attempt, 2 for the first retry, ..."""
-    run_id: str
-    """The run's identifier."""
-    graph: str
-    """The graph's name."""
-    namespace: tuple[str, ...] = ()
-    """Subgraph path of the graph this node belongs to."""
-    goal: str = ""
-    """The graph's goal (``AgentGraph(goal=...)``)."""
-    previous: NodeResult | None = None
-    """This node's result from its previous visit, if any."""
-    emit: Callable[[GraphEvent], None] | None = field(default=None, repr=False, compare=False)
-    """Publishes an event into the run's stream (used by agent and subgraph nodes)."""
-    runtime: Any = field(default=None, repr=False, compare=False)
-    """Engine internals for built-in node kinds; not part of the public contract."""
+    Built once per step for nodes that take it, so it is a plain slotted class
+    and ``previous`` is looked up only when read.
+    """
+
+    __slots__ = (
+        "attempt",
+        "branch",
+        "emit",
+        "goal",
+        "graph",
+        "namespace",
+        "node",
+        "run_id",
+        "runtime",
+        "step",
+        "visit",
+    )
+
+    def __init__(
+        self,
+        node: str,
+        step: int,
+        visit: int,
+        attempt: int,
+        run_id: str,
+        graph: str,
+        namespace: tuple[str, ...] = (),
+        goal: str = "",
+        emit: Callable[[GraphEvent], None] | None = None,
+        runtime: Any = None,
+        branch: BranchRef | None = None,
+    ) -> None:
+        self.node = node
+        """This node's name."""
+        self.step = step
+        """The run step (1-based)."""
+        self.visit = visit
+        """How many times this node has run in this run, this time included."""
+        self.attempt = attempt
+        """1 for the first attempt, 2 for the first retry, ..."""
+        self.run_id = run_id
+        """The run's identifier."""
+        self.graph = graph
+        """The graph's name."""
+        self.namespace = namespace
+        """Subgraph path of the graph this node belongs to."""
+        self.goal = goal
+        """The graph's goal (``AgentGraph(goal=...)``)."""
+        self.emit = emit
+        """Publishes an event into the run's stream (used by agent and subgraph nodes)."""
+        self.runtime = runtime
+        """Engine internals for built-in node kinds; not part of the public contract."""
+        self.branch = branch
+        """The fan-out branch this node runs in, if any (its label, index and lineage)."""
+
+    @property
+    def previous(self) -> NodeResult | None:
+        """This node's result from its previous visit, if any."""
+        runtime = self.runtime
+        return None if runtime is None else runtime.previous_result(self.node)
+
+    def __repr__(self) -> str:
+        return (
+            f"NodeContext(node={self.node!r}, step={self.step}, visit={self.visit}, "
+            f"attempt={self.attempt}, run_id={self.run_id!r}, graph={self.graph!r})"
+        )
 
 
 class NodeAdapter(Protocol):
@@ -88,6 +133,12 @@ class NodeSpec:
     """What the node does, for diagrams and llm_decide prompts."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Free-form data for tools built on top (not used by the engine)."""
+    timeout: float | None = None
+    """Seconds the node may run; past them it fails with NodeTimeout (``None``: no limit)."""
+    group: ParallelGroup | None = None
+    """For a parallel group: its members and merge rules (the node runs them at once)."""
+    offload: bool = False
+    """A blocking function: run it on a worker thread inside branches and under a timeout."""
 
     @property
     def declared_outputs(self) -> frozenset[str] | None:

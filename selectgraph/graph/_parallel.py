@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 if TYPE_CHECKING:
     from selectgraph.graph._state import GraphState
 
-__all__ = ["FailureMode", "MergeFn", "MergePolicy", "ParallelGroup", "Scatter"]
+__all__ = [
+    "Branches",
+    "GroupAdapter",
+    "FailureMode",
+    "FanOutOptions",
+    "MergeFn",
+    "MergePolicy",
+    "ParallelGroup",
+    "Scatter",
+]
 
 
 class MergePolicy(StrEnum):
@@ -98,6 +107,72 @@ class ParallelGroup:
     """Members running at once; ``None`` uses the graph's limit."""
     description: str = ""
     """What the group does, for diagrams and llm_decide prompts."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FanOutOptions:
+    """How a fan-out merges and fails, as declared on its group or edge."""
+
+    merge_policy: MergePolicy = MergePolicy.LAST_WINS
+    """How keys without a reducer that several branches wrote are settled."""
+    merge_fn: MergeFn | None = None
+    """Replaces the merge entirely when set."""
+    failure_mode: FailureMode = "fail_all"
+    """What a branch's failure does to the others."""
+    max_concurrency: int | None = None
+    """Branches running at once; ``None`` uses the graph's limit."""
+
+
+DEFAULT_FANOUT = FanOutOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class Branches:
+    """A routing decision to run several branches at once (a list edge, or a router's list)."""
+
+    targets: tuple[Any, ...]
+    """Node names and/or Scatter objects, in merge order."""
+    options: FanOutOptions = DEFAULT_FANOUT
+    """How the branches merge and fail."""
+    how: str = "edge"
+    """What asked for them, for error messages (``edge``, ``router 'pick'``)."""
+
+    def describe(self) -> str:
+        """``[a, b]``, or ``[work x3]`` for Scatter, as traces and diagrams show it."""
+        names: list[str] = []
+        counts: dict[str, int] = {}
+        for target in self.targets:
+            name = target.node_name if isinstance(target, Scatter) else str(target)
+            if name not in counts:
+                names.append(name)
+            counts[name] = counts.get(name, 0) + 1
+        shown = [name if counts[name] == 1 else f"{name} x{counts[name]}" for name in names]
+        return f"[{', '.join(shown)}]"
+
+    def nodes(self) -> list[str]:
+        """The distinct node names the branches start at."""
+        names = (t.node_name if isinstance(t, Scatter) else t for t in self.targets)
+        return list(dict.fromkeys(n for n in names if isinstance(n, str)))
+
+
+class GroupAdapter:
+    """The node of a parallel group: the runner runs its members instead of calling it."""
+
+    kind = "parallel"
+    is_async = False
+    executor_retries = False  # members retry as their own nodes
+    wants_context = False
+
+    def __init__(self, group: ParallelGroup) -> None:
+        self.group = group
+
+    async def __call__(self, state: Any, context: Any) -> Any:
+        raise RuntimeError(  # pragma: no cover - the runner never calls a group's adapter
+            f"parallel group {self.group.name!r} is run by the engine, not called"
+        )
+
+    def __repr__(self) -> str:
+        return f"GroupAdapter({self.group.name}: {', '.join(self.group.members)})"
 
 
 def check_fanout_options(

@@ -28,7 +28,7 @@ from selectgraph.graph._views import StateView, ViewWrites
 
 if TYPE_CHECKING:
     from selectgraph.graph._compiled import CompiledGraph
-    from selectgraph.graph._runner import Run
+    from selectgraph.runtime._run import Run
 
 __all__ = ["GraphAdapter", "Projection", "SubgraphAdapter", "check_projection"]
 

@@ -35,9 +35,10 @@ def render_ascii(graph: CompiledGraph, result: GraphResult | None = None) -> str
         if edge.kind in ("router", "llm"):
             choices = list(edge.path_map.values()) if edge.path_map is not None else []
             names = sorted({_name(t) for t in choices}) or ["any"]
-            if edge.kind == "llm" and edge.target is not None:
-                choices.append(edge.target)
-                names.append(f"fallback {_name(edge.target)}")
+            if edge.kind == "llm":
+                for target in edge.targets():
+                    choices.append(target)
+                    names.append(f"fallback {_name(target)}")
             candidates = choices or graph.targets_of(edge.source)
             star = "*" if any(fired.took(edge, t) for t in candidates) else " "
             how = f"router {edge.label}" if edge.kind == "router" else "llm_decide"
@@ -45,8 +46,14 @@ def render_ascii(graph: CompiledGraph, result: GraphResult | None = None) -> str
             continue
         label = f"[{edge.label}]" if edge.label else ""
         arrow = f"--{label}{when}-->" if (label or when) else "-->"
-        star = "*" if edge.target is not None and fired.took(edge, edge.target) else " "
-        lines.append(f"{star} {edge.source} {arrow} {_name(edge.target)}")
+        targets = edge.targets()
+        star = "*" if any(fired.took(edge, target) for target in targets) else " "
+        shown = " & ".join(_name(target) for target in targets) or "?"
+        lines.append(f"{star} {edge.source} {arrow} {shown}")
+    for name, spec in graph.nodes.items():
+        if spec.group is not None:
+            star = "*" if any(fired.ran(m, name) for m in spec.group.members) else " "
+            lines.append(f"{star} {name} ==parallel==> {' & '.join(spec.group.members)}")
     if result is not None:
         lines += ["", f"Run: {' -> '.join(result.node_order)} ({result.stop_reason})"]
         lines.append("(* = edge taken in this run)")

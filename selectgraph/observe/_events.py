@@ -11,6 +11,7 @@ from selectgraph._sentinels import EndType
 if TYPE_CHECKING:
     from selectgraph.graph._policies import Outcome, Quality, StopReason
     from selectgraph.graph._result import GraphResult
+    from selectgraph.runtime._branches import BranchRef
 
 __all__ = [
     "EdgeFired",
@@ -21,6 +22,8 @@ __all__ = [
     "NodeFinished",
     "NodeRetried",
     "NodeStarted",
+    "ParallelFinished",
+    "ParallelStarted",
     "RunCancelled",
     "RunFailed",
     "RunFinished",
@@ -43,6 +46,8 @@ class GraphEventType(StrEnum):
     RUN_FINISHED = "run_finished"
     RUN_FAILED = "run_failed"
     RUN_CANCELLED = "run_cancelled"
+    PARALLEL_STARTED = "parallel_started"
+    PARALLEL_FINISHED = "parallel_finished"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +65,9 @@ class GraphEvent:
     """Wall-clock time (``time.time()``)."""
     namespace: tuple[str, ...] = ()
     """Path of subgraph nodes from the outermost graph; empty for the top-level graph."""
+    branch: BranchRef | None = None
+    """The fan-out branch the event comes from (its label, index and enclosing branches);
+    ``None`` outside any branch."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,3 +225,33 @@ class RunCancelled(GraphEvent):
     """What stopped the run: ``"cancelled"``, ``"interrupted"`` or ``"closed"``."""
     node: str | None = None
     """The node that was running, if any."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelStarted(GraphEvent):
+    """A fan-out started its branches (the seed's PARALLEL_START)."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.PARALLEL_STARTED
+    source: str
+    """The parallel group, or the node whose edge or router fanned out."""
+    branches: tuple[str, ...]
+    """Each branch's label, in merge order (members, or ``node[i]`` for Scatter)."""
+    failure_mode: str = "fail_all"
+    """What a branch's failure does to the others."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelFinished(GraphEvent):
+    """A fan-out's branches finished and what they wrote was merged (the seed's PARALLEL_END)."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.PARALLEL_FINISHED
+    source: str
+    """The parallel group, or the node that fanned out."""
+    succeeded: tuple[str, ...]
+    """Branches whose writes were merged, in merge order."""
+    failed: tuple[str, ...] = ()
+    """Branches that failed."""
+    cancelled: tuple[str, ...] = ()
+    """Branches cancelled before they finished (fail_all)."""
+    duration_ms: float = 0.0
+    """Wall time from the first branch's start to the merge."""

@@ -17,14 +17,17 @@ class FiredEdges:
     """The edges a run took, keyed so that two edges between the same nodes stay apart."""
 
     def __init__(self, result: GraphResult | None) -> None:
-        from selectgraph.observe._events import EdgeFired
+        from selectgraph.observe._events import EdgeFired, NodeStarted
 
         self._taken: set[tuple[str, str | EndType, str, str]] = set()
+        self._members: set[tuple[str, str]] = set()
         if result is None:
             return
         for event in result.trace:
             if isinstance(event, EdgeFired) and not event.namespace:
                 self._taken.add((event.source, event.target, event.kind, event.label))
+            elif isinstance(event, NodeStarted) and event.branch is not None:
+                self._members.add((event.node, event.branch.source))
 
     def took(self, edge: Edge, target: str | EndType) -> bool:
         """Whether the run followed ``edge`` to ``target``."""
@@ -33,3 +36,7 @@ class FiredEdges:
     def took_goto(self, source: str, target: str | EndType) -> bool:
         """Whether ``source`` reached ``target`` through goto()."""
         return (source, target, "goto", "") in self._taken
+
+    def ran(self, member: str, group: str) -> bool:
+        """Whether ``member`` ran as a branch of the parallel group ``group``."""
+        return (member, group) in self._members

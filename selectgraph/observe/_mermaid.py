@@ -30,13 +30,16 @@ def _links(graph: CompiledGraph, edge: Edge) -> list[tuple[str | EndType, str, s
             if edge.path_map is not None
             else graph.targets_of(edge.source)
         )
-        links = [(target, edge.label, "-.->") for target in targets]
-        if edge.kind == "llm" and edge.target is not None:
-            links.append((edge.target, "llm fallback", "-.->"))
+        links: list[tuple[str | EndType, str, str]] = [
+            (target, edge.label, "-.->") for target in targets
+        ]
+        if edge.kind == "llm":
+            links.extend((target, "llm fallback", "-.->") for target in edge.targets())
         return links
-    if edge.target is None:
-        return []
-    return [(edge.target, edge.label, "-->")]
+    many = len(edge.targets()) > 1
+    return [
+        (target, edge.label or ("parallel" if many else ""), "-->") for target in edge.targets()
+    ]
 
 
 def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> str:
@@ -67,6 +70,11 @@ def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> s
                 highlighted.append(link_index)
             link_index += 1
     for name, spec in graph.nodes.items():
+        for member in spec.group.members if spec.group is not None else ():
+            lines.append(f'    {ids[name]} ==>|"parallel"| {ids[member]}')
+            if fired.ran(member, name):
+                highlighted.append(link_index)
+            link_index += 1
         for target in spec.destinations or ():
             lines.append(f'    {ids[name]} -.->|"goto"| {ids[target]}')
             if fired.took_goto(name, target):

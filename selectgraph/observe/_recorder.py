@@ -13,9 +13,12 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from selectgraph.observe._events import GraphEvent
+
+if TYPE_CHECKING:
+    from selectgraph.runtime._branches import BranchRef
 
 __all__ = ["EventRecorder", "Listener", "Trace"]
 
@@ -23,7 +26,7 @@ logger = logging.getLogger("selectgraph")
 
 Listener = Callable[[GraphEvent], None]
 
-# (event class, (run_id, graph, namespace), step, timestamp, *event-specific values):
+# (event class, (run_id, graph, namespace, branch), step, timestamp, *event-specific values):
 # one flat tuple per event, so a long run leaves the garbage collector less to walk.
 RawEvent = tuple[Any, ...]
 
@@ -41,10 +44,16 @@ def _own_fields(cls: type[GraphEvent]) -> tuple[str, ...]:
 
 def _build(raw: RawEvent) -> GraphEvent:
     cls: type[GraphEvent] = raw[0]
-    (run_id, graph, namespace), step, timestamp = raw[1:4]
+    (run_id, graph, namespace, branch), step, timestamp = raw[1:4]
     own = dict(zip(_own_fields(cls), raw[4:], strict=False))
     return cls(
-        run_id=run_id, graph=graph, namespace=namespace, step=step, timestamp=timestamp, **own
+        run_id=run_id,
+        graph=graph,
+        namespace=namespace,
+        branch=branch,
+        step=step,
+        timestamp=timestamp,
+        **own,
     )
 
 
@@ -97,8 +106,16 @@ class EventRecorder:
         listeners: Sequence[Listener] = (),
         *,
         parent: EventRecorder | None = None,
+        branch: BranchRef | None = None,
     ) -> None:
-        self._base = (run_id, graph, namespace)
+        if branch is None and parent is not None:
+            branch = parent.branch  # a subgraph inside a branch is in that branch too
+        self._base: tuple[str, str, tuple[str, ...], BranchRef | None] = (
+            run_id,
+            graph,
+            namespace,
+            branch,
+        )
         self._listeners = tuple(listeners)
         self._parent = parent
         self._log: list[Any] = parent._log if parent is not None else []
@@ -107,6 +124,16 @@ class EventRecorder:
         # Steps already read perf_counter(); one anchor turns those readings
         # into wall-clock timestamps without a time.time() call per event.
         self._wall_offset = time.time() - time.perf_counter()
+
+    @property
+    def branch(self) -> BranchRef | None:
+        """The fan-out branch this recorder's events come from."""
+        return self._base[3]
+
+    def for_branch(self, branch: BranchRef) -> EventRecorder:
+        """A recorder for one branch of a fan-out: same trace and listeners, tagged events."""
+        run_id, graph, namespace, _ = self._base
+        return EventRecorder(run_id, graph, namespace, parent=self, branch=branch)
 
     @property
     def trace(self) -> Trace:

@@ -18,26 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from selectgraph._errors import RoutingError
 from selectgraph._sentinels import END, EndType
-from selectgraph.graph._parallel import FailureMode, MergeFn, MergePolicy, Scatter
+from selectgraph.graph._parallel import DEFAULT_FANOUT, FanOutOptions, Scatter
 from selectgraph.runtime._branches import BranchRef, BranchTask
 
 if TYPE_CHECKING:
     from selectgraph.graph._compiled import CompiledGraph
 
 __all__ = ["FanOutOptions", "FanOutPlan", "join_point", "plan_fanout"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FanOutOptions:
-    """How a fan-out merges and fails, as declared on its group or edge."""
-
-    merge_policy: MergePolicy = MergePolicy.LAST_WINS
-    merge_fn: MergeFn | None = None
-    failure_mode: FailureMode = "fail_all"
-    max_concurrency: int | None = None
-
-
-DEFAULT_OPTIONS = FanOutOptions()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +37,7 @@ class FanOutPlan:
     """The branches, in merge order."""
     join: str | EndType | None
     """Where branches stop: the join point, END, or ``None`` for one node each (groups)."""
-    options: FanOutOptions = field(default=DEFAULT_OPTIONS)
+    options: FanOutOptions = field(default=DEFAULT_FANOUT)
     """Merge and failure rules."""
 
     @property
@@ -110,7 +97,7 @@ def plan_fanout(
 def join_point(graph: CompiledGraph, starts: Iterable[str]) -> str | EndType:
     """The nearest node every branch starting at ``starts`` passes through, or END."""
     starts = tuple(dict.fromkeys(starts))
-    cache: dict[tuple[str, ...], str | EndType] = graph.__dict__.setdefault("_join_points", {})
+    cache = graph.join_points
     found = cache.get(starts)
     if found is None:
         pdom = _post_dominators(graph)
@@ -122,7 +109,7 @@ def join_point(graph: CompiledGraph, starts: Iterable[str]) -> str | EndType:
 
 def _post_dominators(graph: CompiledGraph) -> Mapping[str | EndType, set[str | EndType]]:
     """For each node, the nodes on every path from it to END (itself and END included)."""
-    cached: Mapping[str | EndType, set[str | EndType]] | None = graph.__dict__.get("_pdom")
+    cached = graph.post_dominators
     if cached is not None:
         return cached
     from selectgraph.graph._compile import possible_targets
@@ -139,5 +126,5 @@ def _post_dominators(graph: CompiledGraph) -> Mapping[str | EndType, set[str | E
             if new != pdom[name]:
                 pdom[name] = new
                 changed = True
-    graph.__dict__["_pdom"] = pdom
+    graph.post_dominators = pdom
     return pdom

@@ -60,10 +60,11 @@ def relative_to(
     if writes is None or not writes.assignments:
         return
     moved: dict[str, Any] = {}
+    look = getattr(seen, "peek", seen.get)  # a layer would copy a container on get()
     for key, value in writes.assignments.items():
         if key not in incremental or key in output.update:
             continue
-        before = seen.get(key, MISSING)
+        before = look(key, MISSING)
         if type(value) is list and type(before) is list and value[: len(before)] == before:
             moved[key] = value[len(before) :]
     if moved:

@@ -53,6 +53,14 @@ class LayeredData(MutableMapping[str, Any]):
         except KeyError:
             return default
 
+    def peek(self, key: str, default: Any = None) -> Any:
+        """The value as it stands, without copying a container out of ``base``."""
+        if key in self.top:
+            return self.top[key]
+        if key in self.deleted:
+            return default
+        return self.base.get(key, default)
+
     def __setitem__(self, key: str, value: Any) -> None:
         self.top[key] = value
         self.deleted.discard(key)

@@ -1,8 +1,10 @@
-"""Runner: the step loop — pick a node, run it, merge its output, route, detect loops, repeat.
+"""Run: the step loop — pick a node, run it, merge its output, route, detect loops, repeat.
 
 One loop serves every way of running a graph: ``arun()`` awaits it,
 ``astream()`` reads its events as they are emitted, and ``run()`` drives the
-same coroutine without an event loop when every node is synchronous.
+same coroutine without an event loop when every node is synchronous. A
+branch of a fan-out walks the same loop on its own view of the state (see
+``_branch_run``), so a step does the same thing wherever it runs.
 
 The loop body is kept flat on purpose: at a few microseconds per step, every
 extra call or object shows in the benchmarks.
@@ -10,29 +12,21 @@ extra call or object shows in the benchmarks.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
 from time import perf_counter
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
-
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-    wait_random,
-)
+from typing import TYPE_CHECKING, Any, Literal
 
 from selectgraph._errors import (
+    BranchError,
     GraphRunError,
     LoopDetected,
     MaxStepsExceeded,
     NodeContractError,
     NodeError,
+    NodeTimeout,
     ReducerError,
     RoutingError,
     StateValidationError,
@@ -40,11 +34,18 @@ from selectgraph._errors import (
 )
 from selectgraph._sentinels import END, EndType
 from selectgraph._usage import NO_USAGE, Usage
-from selectgraph.graph._edges import Resolved, aresolve_next, match_simple, resolve_next
+from selectgraph.graph._edges import (
+    Resolved,
+    aresolve_next,
+    match_simple,
+    resolve_next,
+    route_with_value,
+)
 from selectgraph.graph._fingerprint import StateFingerprint
 from selectgraph.graph._merge import Merger
 from selectgraph.graph._nodes import NodeContext, NodeSpec
 from selectgraph.graph._output import NodeOutput, read_output
+from selectgraph.graph._parallel import Branches
 from selectgraph.graph._policies import ErrorPolicy, LoopAction, MaxStepsAction, StopReason
 from selectgraph.graph._result import GraphResult, NodeResult
 from selectgraph.graph._state import LAST_OUTPUT, GraphState
@@ -54,6 +55,8 @@ from selectgraph.observe._events import (
     NodeFinished,
     NodeRetried,
     NodeStarted,
+    ParallelFinished,
+    ParallelStarted,
     RunCancelled,
     RunFailed,
     RunFinished,
@@ -64,6 +67,17 @@ from selectgraph.observe._events import (
     LoopDetected as LoopDetectedEvent,
 )
 from selectgraph.observe._recorder import EventRecorder
+from selectgraph.runtime._branches import (
+    CANCELLED,
+    BranchRef,
+    BranchTask,
+    run_blocking,
+    run_concurrently,
+    run_on_threads,
+)
+from selectgraph.runtime._fanout import FanOutOptions, FanOutPlan, plan_fanout
+from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches
+from selectgraph.runtime._retry import is_retryable, retry_after_failure
 
 if TYPE_CHECKING:
     from selectgraph.graph._compiled import CompiledGraph
@@ -71,6 +85,9 @@ if TYPE_CHECKING:
 __all__ = ["Run", "blocking_sleep", "new_run_id"]
 
 Sleep = Callable[[float], Awaitable[None]]
+
+Stop = Literal["end", "join", "max_steps", "loop"]
+"""Why a walk stopped: END, the branch's join point, the step limit, or a loop stop."""
 
 _random_bits = random.getrandbits
 
@@ -122,24 +139,6 @@ def _changes_nothing(output: NodeOutput, data: Any, reducers: Any) -> bool:
 _ABSENT: Any = object()
 
 
-def _clear_retry_frames(tb: TracebackType | None) -> None:
-    """Drop the locals of tenacity's frames in a traceback that passed through it.
-
-    Those frames hold the retry state, whose last outcome holds the exception
-    that holds the traceback: a cycle that would keep a failed run's state
-    alive until the cyclic collector ran. The node's own frames are kept.
-    """
-    while tb is not None:
-        frame = tb.tb_frame
-        if str(frame.f_globals.get("__name__", "")).startswith(_RETRY_MODULES):
-            with contextlib.suppress(RuntimeError):  # a frame still running stays as is
-                frame.clear()
-        tb = tb.tb_next
-
-
-_RETRY_MODULES = ("tenacity", "concurrent.futures")
-
-
 def _cancel_reason(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
@@ -178,6 +177,8 @@ class Run:
         self._merger = Merger(graph.schema, None)
         self._seen: dict[tuple[str, int], int] = {}
         self._started = perf_counter()
+        self._direct_calls = graph.direct_calls
+        self._direct_async = graph.direct_async
 
     # Counters most runs never touch live on the class until first written, so
     # starting a run does not pay for them.
@@ -190,6 +191,21 @@ class Run:
     _attempts = 1
     _degraded = False
     _max_steps_reached = False
+    _stopped_at: Any = None
+    """The node the walk would have run next when the step limit stopped it."""
+    stop_at: Any = None
+    """Where a branch's walk ends (its join point); never reached by a whole run."""
+    one_node = False
+    """A parallel group's branch: run its node and stop, whatever its edges say."""
+    detect = True
+    """Whether loop and stall detection run (not inside branches)."""
+    branch: BranchRef | None = None
+    """The branch this walk is, inside fan-outs."""
+
+    @property
+    def driven_without_loop(self) -> bool:
+        """Whether run() drives this run without an event loop (branches go to threads)."""
+        return self.sleep is blocking_sleep
 
     # ------------------------------------------------------------------- loop
     async def execute(self) -> GraphResult:
@@ -198,112 +214,13 @@ class Run:
         Raises:
             GraphRunError: the run failed; ``error.state`` and ``error.result`` keep what was done.
         """
-        # The loop lives in this one coroutine: run() drives it without an event
-        # loop, and each extra coroutine layer would cost every run.
         try:
-            graph = self.graph
-            nodes = graph.nodes
-            all_routes = graph.routes
-            direct_calls = graph.direct_calls
-            settings = graph.settings
-            max_steps = settings.max_steps
-            fp: StateFingerprint | None = None
-            check_loops = False
-            # Stalls are watched from the first step: until fingerprints start, a
-            # step that wrote nothing new (checked on its update alone) is unchanged.
-            stall_threshold = settings.stall_threshold
-            reducers = graph.schema.reducers
-            quiet = False  # before fingerprints: whether this step left ``data`` as it was
-            seen = self._seen
-            record = self.recorder.record
-            record_at = self.recorder.record_at
-            visits = self._visits
-            state = self.state
-            target: str | EndType = graph.entry
-            record(RunStarted, 0, target)
-            while target is not END:
-                if max_steps is not None and self.steps >= max_steps:
-                    return self._stop_at_limit(target)
-                name = target
-                spec = nodes[name]
-                self.steps = step = self.steps + 1
-                visit = visits.get(name, 0) + 1
-                if (
-                    visit == 2
-                    and fp is None
-                    and (settings.detect_loops or settings.stall_threshold)
-                ):
-                    # Until some node comes back the run cannot repeat itself, so
-                    # fingerprints start here, with this state as their baseline.
-                    fp = self._fp = self._merger.fingerprints = StateFingerprint()
-                    check_loops = settings.detect_loops
-                if check_loops:
-                    assert fp is not None
-                    seen_at = seen.setdefault((name, fp.total), step)
-                    if seen_at != step and self._loop_stops_run(name, seen_at):
-                        return self._finish("loop")
-                visits[name] = visit
-                state.current_node = name
-                started = perf_counter()
-                record_at(started, NodeStarted, step, name, visit)
-                try:
-                    if spec.max_visits is not None or spec.reads:
-                        self._preflight(spec, visit)
-                    call = direct_calls.get(name)
-                    if call is not None:
-                        view = StateView(state, name)
-                        raw = call(view)
-                        if type(raw) is dict and not view.touched and spec.writes is None:
-                            output = NodeOutput(raw)  # the common case, without read_output()
-                        else:
-                            output = read_output(raw, view, spec)
-                    else:
-                        output = await self._attempt(spec, visit)
-                except (ReducerError, StateValidationError):
-                    raise
-                except Exception as exc:
-                    ok = self._handle_failure(spec, visit, exc, started)
-                    goto = None
-                    quiet = True  # a failed node wrote nothing
-                else:
-                    if fp is None and stall_threshold is not None:
-                        quiet = _changes_nothing(output, state.data, reducers)
-                    self._complete(spec, output, visit, started)
-                    ok, goto = True, output.goto
-
-                routes = all_routes[name]
-                if goto is not None:
-                    target = self._check_goto(spec, goto)
-                    record(EdgeFired, step, name, target, "goto", "")
-                elif ok and routes.static_success is not None:
-                    edge = routes.static_success
-                    target = edge.target  # type: ignore[assignment]
-                    record(EdgeFired, step, name, target, "static", edge.label)
-                elif ok and routes.simple is not None:
-                    edge = match_simple(name, routes, state)
-                    target = edge.target  # type: ignore[assignment]
-                    record(EdgeFired, step, name, target, edge.kind, edge.label)
-                else:
-                    if routes.is_async:
-                        resolved = await aresolve_next(name, routes, ok, state, nodes)
-                    else:
-                        resolved = resolve_next(name, routes, ok, state, nodes)
-                    target = self._follow(name, resolved)
-                    if resolved[2] is not None and resolved[2].values:
-                        quiet = False  # the router wrote
-                if stall_threshold is not None:
-                    if fp is None:
-                        changed = not quiet
-                    elif fp.total != self._last_total:
-                        self._last_total = fp.total
-                        changed = True
-                    else:
-                        changed = False
-                    if not changed:
-                        self._stalled(name, stall_threshold)
-                    elif self._unchanged:
-                        self._unchanged = 0
-            return self._finish("end")
+            entry = self.graph.entry
+            self.recorder.record(RunStarted, 0, entry)
+            stop = await self.walk(entry)
+            if stop == "max_steps":
+                return self._stop_at_limit(self._stopped_at)
+            return self._finish("end" if stop == "join" else stop)
         except GraphRunError as error:
             self._attach(error)
             raise
@@ -320,6 +237,149 @@ class Run:
                 RunCancelled, self.steps, _cancel_reason(exc), self.state.current_node
             )
             raise
+
+    async def walk(self, target: str | EndType | Branches) -> Stop:
+        """Run nodes from ``target`` until END, the join point, the step limit or a loop stop."""
+        # The loop lives in this one coroutine: run() drives it without an event
+        # loop, and each extra coroutine layer would cost every run.
+        graph = self.graph
+        nodes = graph.nodes
+        all_routes = graph.routes
+        direct_calls = self._direct_calls
+        direct_async = self._direct_async
+        settings = graph.settings
+        max_steps = settings.max_steps
+        fp: StateFingerprint | None = None
+        detect = self.detect
+        check_loops = False
+        # Stalls are watched from the first step: until fingerprints start, a
+        # step that wrote nothing new (checked on its update alone) is unchanged.
+        stall_threshold = settings.stall_threshold if detect else None
+        reducers = graph.schema.reducers
+        quiet = False  # before fingerprints: whether this step left ``data`` as it was
+        seen = self._seen
+        record = self.recorder.record
+        record_at = self.recorder.record_at
+        visits = self._visits
+        state = self.state
+        stop_at = self.stop_at
+        one_node = self.one_node
+        name = ""
+        while target is not END and target is not stop_at:
+            if type(target) is Branches:
+                stopped = await self._fan_out_from(name, target)
+                if stopped is not None:
+                    return stopped
+                target = self._after_fan_out
+                continue
+            if max_steps is not None and self.steps >= max_steps:
+                self._stopped_at = target
+                return "max_steps"
+            name = target  # type: ignore[assignment]
+            spec = nodes[name]
+            self.steps = step = self.steps + 1
+            visit = visits.get(name, 0) + 1
+            if visit == 2 and fp is None and detect and (settings.detect_loops or stall_threshold):
+                # Until some node comes back the run cannot repeat itself, so
+                # fingerprints start here, with this state as their baseline.
+                fp = self._fp = self._merger.fingerprints = StateFingerprint()
+                check_loops = settings.detect_loops
+            if check_loops:
+                assert fp is not None
+                seen_at = seen.setdefault((name, fp.total), step)
+                if seen_at != step and self._loop_stops_run(name, seen_at):
+                    return "loop"
+            visits[name] = visit
+            state.current_node = name
+            started = perf_counter()
+            record_at(started, NodeStarted, step, name, visit)
+            if spec.group is not None:
+                ok = await self._run_group(spec, visit, started)
+                goto = None
+                quiet = False
+            else:
+                try:
+                    if spec.max_visits is not None or spec.reads:
+                        self._preflight(spec, visit)
+                    call = direct_calls.get(name)
+                    if call is not None:
+                        view = StateView(state, name)
+                        raw = call(view)
+                        if type(raw) is dict and not view.touched and spec.writes is None:
+                            output = NodeOutput(raw)  # the common case, without read_output()
+                        else:
+                            output = read_output(raw, view, spec)
+                    else:
+                        call = direct_async.get(name)
+                        if call is not None:
+                            # A plain async function: awaited here, without the adapter's layers.
+                            view = StateView(state, name)
+                            raw = await call(view)
+                            if type(raw) is dict and not view.touched and spec.writes is None:
+                                output = NodeOutput(raw)
+                            else:
+                                output = read_output(raw, view, spec)
+                        else:
+                            output = await self._attempt(spec, visit)
+                except (ReducerError, StateValidationError):
+                    raise
+                except Exception as exc:
+                    ok = self._handle_failure(spec, visit, exc, started)
+                    goto = None
+                    quiet = True  # a failed node wrote nothing
+                else:
+                    if fp is None and stall_threshold is not None:
+                        quiet = _changes_nothing(output, state.data, reducers)
+                    self._complete(spec, output, visit, started)
+                    ok, goto = True, output.goto
+            if one_node:
+                return "join"
+
+            routes = all_routes[name]
+            if goto is not None:
+                target = self._check_goto(spec, goto)
+                record(EdgeFired, step, name, target, "goto", "")
+            elif ok and routes.static_success is not None:
+                edge = routes.static_success
+                target = edge.target  # type: ignore[assignment]
+                if type(target) is Branches:
+                    self._fired(name, target, edge.kind, edge.label)
+                else:
+                    record(EdgeFired, step, name, target, "static", edge.label)
+            elif ok and routes.simple is not None:
+                edge = match_simple(name, routes, state)
+                target = edge.target  # type: ignore[assignment]
+                if type(target) is Branches:
+                    self._fired(name, target, edge.kind, edge.label)
+                else:
+                    record(EdgeFired, step, name, target, edge.kind, edge.label)
+            elif ok and routes.router is not None:
+                view = StateView(state, f"router on {name!r}", readonly=True)
+                resolved = route_with_value(routes.router, state, nodes, view)
+                target = self._follow(name, resolved)
+                if resolved[2] is not None and resolved[2].values:
+                    quiet = False  # the router wrote
+            else:
+                if routes.is_async:
+                    resolved = await aresolve_next(name, routes, ok, state, nodes)
+                else:
+                    resolved = resolve_next(name, routes, ok, state, nodes)
+                target = self._follow(name, resolved)
+                if resolved[2] is not None and resolved[2].values:
+                    quiet = False  # the router wrote
+            if stall_threshold is not None:
+                if fp is None:
+                    changed = not quiet
+                elif fp.total != self._last_total:
+                    self._last_total = fp.total
+                    changed = True
+                else:
+                    changed = False
+                if not changed:
+                    self._stalled(name, stall_threshold)
+                elif self._unchanged:
+                    self._unchanged = 0
+        return "join" if target is stop_at else "end"
 
     # ------------------------------------------------------------- one node
     def _preflight(self, spec: NodeSpec, visit: int) -> None:
@@ -346,6 +406,14 @@ class Run:
                 self._merger.clear(self.state, stale)
         if self.written_keys is not None:
             self.written_keys.update(output.written_keys())
+        self._record_success(spec, output, visit, started)
+
+    def _record_success(
+        self, spec: NodeSpec, output: NodeOutput, visit: int, started: float
+    ) -> None:
+        """Usage, a history entry and NodeFinished for a node whose output was taken."""
+        name = spec.name
+        step = self.steps
         usage = output.usage
         if usage is not None:
             self.usage = self.usage + usage
@@ -382,59 +450,32 @@ class Run:
         if policy is not ErrorPolicy.RETRY or not spec.adapter.executor_retries:
             return await self._call(spec, visit, 1)
         retry = spec.retry or self.graph.settings.retry
-
-        def retryable(exc: BaseException) -> bool:
-            return isinstance(exc, retry.retry_on) and not isinstance(exc, GraphRunError)
-
+        try:
+            # The first attempt runs bare: a node that succeeds never pays for tenacity.
+            return await self._call(spec, visit, 1)
+        except Exception as exc:
+            if not retry.max_retries or not is_retryable(retry, exc):
+                raise
+            first = exc
         # tenacity's objects form cycles among themselves: the hooks handed to
         # them must not hold the run (and so its state), only what they use.
         record, step, name = self.recorder.record, self.steps, spec.name
+        attempts = [1]
 
-        def before_sleep(call: RetryCallState) -> None:
-            error = call.outcome.exception() if call.outcome else None
-            delay = call.next_action.sleep if call.next_action else 0.0
-            record(
-                NodeRetried,
-                step,
-                name,
-                call.attempt_number,
-                _describe_error(error) if error else "",
-                delay,
-            )
+        def on_retry(failed: int, error: BaseException, delay: float) -> None:
+            attempts[0] = failed + 1
+            record(NodeRetried, step, name, failed, _describe_error(error), delay)
 
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(retry.max_retries + 1),
-            wait=wait_exponential(
-                multiplier=retry.initial_delay, exp_base=retry.multiplier, max=retry.max_delay
-            )
-            + wait_random(0, retry.jitter),
-            retry=retry_if_exception(retryable),
-            sleep=self.sleep,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        output: NodeOutput | None = None
-        self._attempts = 0  # counted here; read and reset by _complete / _handle_failure
-        attempt: Any = None
+        async def attempt(number: int) -> NodeOutput:
+            # Each attempt gets a fresh view of the unchanged state: a failed
+            # attempt's writes were never merged, so nothing needs undoing.
+            return await self._call(spec, visit, number)
+
         try:
-            async for attempt in retrying:
-                with attempt:
-                    self._attempts += 1
-                    # Each attempt gets a fresh view of the unchanged state: a failed
-                    # attempt's writes were never merged, so nothing needs undoing.
-                    output = await self._call(spec, visit, self._attempts)
-        except BaseException as exc:
-            # tenacity's retry objects refer to each other, and the last outcome
-            # they keep holds this error: let go of it, or the failed run's
-            # state would wait for the cyclic collector.
-            if attempt is not None:
-                attempt.retry_state.outcome = None
-            _clear_retry_frames(exc.__traceback__)
-            raise
+            return await retry_after_failure(attempt, first, retry, self.sleep, on_retry)
         finally:
-            del retrying, attempt  # they hold the last outcome, hence the error
-        assert output is not None
-        return output
+            self._attempts = attempts[0]  # read and reset by _complete / _handle_failure
+            del first
 
     async def _call(self, spec: NodeSpec, visit: int, attempt: int) -> NodeOutput:
         adapter = spec.adapter
@@ -442,22 +483,42 @@ class Run:
         context = None
         if adapter.wants_context:
             context = NodeContext(
-                node=spec.name,
-                step=self.steps,
-                visit=visit,
-                attempt=attempt,
-                run_id=self.run_id,
-                graph=self.graph.name,
-                namespace=self.namespace,
-                goal=self.graph.settings.goal,
-                previous=self._previous_result(spec.name),
-                emit=self.recorder.emit,
-                runtime=self,
+                spec.name,
+                self.steps,
+                visit,
+                attempt,
+                self.run_id,
+                self.graph.name,
+                self.namespace,
+                self.graph.settings.goal,
+                self.recorder.emit,
+                self,
+                self.branch,
             )
-        raw = await adapter(view, context)
+        timeout = spec.timeout
+        if timeout is None and not (self.stop_at is not None and spec.offload):
+            raw = await adapter(view, context)
+        else:
+            raw = await self._call_bounded(spec, adapter(view, context), timeout)
         return read_output(raw, view, spec)
 
-    def _previous_result(self, node: str) -> NodeResult | None:
+    async def _call_bounded(self, spec: NodeSpec, pending: Any, timeout: float | None) -> Any:
+        """Await a node on a worker thread (a blocking function) and/or under its timeout."""
+        if spec.offload and not self.driven_without_loop:
+            pending = run_blocking(pending)  # a blocking function must not stall its siblings
+        if timeout is None:
+            return await pending
+        try:
+            async with asyncio.timeout(timeout):
+                return await pending
+        except TimeoutError as exc:
+            raise NodeTimeout(
+                f"node {spec.name!r} ran past its timeout of {timeout:g} s",
+                node=spec.name,
+                step=self.steps,
+            ) from exc
+
+    def previous_result(self, node: str) -> NodeResult | None:
         """This node's result from its previous visit in this run, if any."""
         history = self.state.history
         for index in range(len(history) - 1, self._history_start - 1, -1):
@@ -489,7 +550,7 @@ class Run:
         error_text = _describe_error(exc)
         attempts = self._attempts
         self._attempts = 1
-        self.state.errors.append(
+        self._record_error(
             {
                 "node": name,
                 "step": self.steps,
@@ -523,6 +584,9 @@ class Run:
         )
         return bool(outcome == "skipped")
 
+    def _record_error(self, record: dict[str, Any]) -> None:
+        self.state.errors.append(record)
+
     def _node_error(self, spec: NodeSpec, exc: Exception) -> GraphRunError:
         if isinstance(exc, GraphRunError):
             if exc.node is None:
@@ -537,21 +601,217 @@ class Run:
             state=self.state,
         )
 
+    # -------------------------------------------------------------- fan-out
+    _after_fan_out: Any = None
+    """Where the walk goes once a list fan-out has joined."""
+
+    async def _fan_out_from(self, source: str, branches: Branches) -> Stop | None:
+        """Run a list fan-out (an edge to several nodes, a router's list or Scatter) and join.
+
+        Sets ``_after_fan_out`` to the join point; returns a stop when a branch hit
+        the step limit. A failure that is not absorbed raises BranchError.
+        """
+        plan = plan_fanout(
+            self.graph, source, branches.targets, branches.options, self.branch, branches.how
+        )
+        outcome = await self._fan_out(plan)
+        if outcome is None:
+            return "max_steps"
+        ok, failure = outcome
+        if not ok and failure is not None:
+            failure.node = failure.node or source
+            raise failure
+        self._after_fan_out = plan.join if plan.join is not None else END
+        return None
+
+    async def _run_group(self, spec: NodeSpec, visit: int, started: float) -> bool:
+        """Run a parallel group node; returns whether its success edges apply."""
+        group = spec.group
+        assert group is not None
+        plan = FanOutPlan(
+            source=spec.name,
+            tasks=tuple(
+                BranchTask(BranchRef(spec.name, index, member, self.branch), member)
+                for index, member in enumerate(group.members)
+            ),
+            join=None,
+            options=FanOutOptions(
+                merge_policy=group.merge_policy,
+                merge_fn=group.merge_fn,
+                failure_mode=group.failure_mode,
+                max_concurrency=group.max_concurrency,
+            ),
+        )
+        try:
+            outcome = await self._fan_out(plan)
+            if outcome is None:
+                ok, failure = True, None  # a member's branch hit the step limit
+            else:
+                ok, failure = outcome
+            if failure is not None:
+                raise failure
+        except Exception as exc:
+            return self._handle_failure(spec, visit, exc, started)
+        self._record_success(spec, NodeOutput(), visit, started)
+        # wait_all with failures takes the group's on_failure edge when it has one.
+        return ok or not self.graph.routes[spec.name].failure
+
+    async def _fan_out(self, plan: FanOutPlan) -> tuple[bool, BranchError | None] | None:
+        """Run ``plan``'s branches at once, merge what they wrote, and say how it went.
+
+        Returns ``(ok, failure)``: ``ok`` is whether the fan-out's success edges
+        apply; ``failure`` is the error to raise or route when the fan-out failed as
+        a whole (fail_all, or every branch failed). ``None`` means a branch reached
+        the step limit (its writes are merged; the run stops there).
+        """
+        from selectgraph.runtime._branch_run import BranchRun
+
+        options = plan.options
+        mode = options.failure_mode
+        step = self.steps
+        labels = plan.labels
+        self.recorder.record(ParallelStarted, step, plan.source, tuple(labels), mode)
+        started = perf_counter()
+        runs: list[BranchRun] = []
+        single = plan.join is None
+
+        async def run_branch(task: BranchTask) -> BranchWrites:
+            branch = BranchRun(self, task, plan.join, single)
+            runs.append(branch)
+            return await branch.run(task.node)
+
+        limit = options.max_concurrency or self.graph.settings.max_concurrency
+        if self.driven_without_loop:
+            outcomes = run_on_threads(plan.tasks, run_branch, failure_mode=mode, limit=limit)
+        else:
+            outcomes = await run_concurrently(
+                plan.tasks, run_branch, failure_mode=mode, limit=limit
+            )
+        done: list[BranchWrites] = []
+        failed: list[tuple[BranchTask, BaseException]] = []
+        cancelled: list[str] = []
+        for task, outcome in zip(plan.tasks, outcomes, strict=True):
+            if type(outcome) is BranchWrites:
+                done.append(outcome)
+            elif outcome is CANCELLED:
+                cancelled.append(task.ref.label)
+            else:
+                failed.append((task, outcome))
+        for branch in runs:
+            if branch.usage is not NO_USAGE:
+                self.usage = self.usage + branch.usage
+            for node, count in branch.ran.items():
+                self._visits[node] = self._visits.get(node, 0) + count
+            if branch.steps > self.steps:
+                self.steps = branch.steps
+        failure: BranchError | None = None
+        if failed and (mode == "fail_all" or not done):
+            done = []  # a failed fan-out merges nothing
+            failure = self._branch_error(plan, *failed[0])
+        else:
+            self._merge_branches(plan, done)
+            for task, exc in failed:
+                self._record_error(self._branch_failure_record(plan, task, exc))
+        if failed or cancelled:
+            self._degraded = True
+        self.recorder.record(
+            ParallelFinished,
+            step,
+            plan.source,
+            tuple(b.label for b in done),
+            tuple(task.ref.label for task, _ in failed),
+            tuple(cancelled),
+            (perf_counter() - started) * 1000,
+        )
+        if failure is not None:
+            return False, failure
+        if any(branch.hit_limit for branch in runs):
+            return None
+        return not (failed and mode == "wait_all"), None
+
+    def _merge_branches(self, plan: FanOutPlan, done: list[BranchWrites]) -> None:
+        options = plan.options
+        schema = self.graph.schema
+        if options.merge_fn is not None:
+            apply_merge_fn(
+                self.state,
+                self._merger,
+                schema,
+                done,
+                options.merge_fn,
+                node=plan.source,
+                step=self.steps,
+            )
+        else:
+            join_branches(
+                self.state,
+                self._merger,
+                schema,
+                done,
+                options.merge_policy,
+                node=plan.source,
+                step=self.steps,
+            )
+        if self.written_keys is not None:
+            for branch in done:
+                for _, output in branch.outputs:
+                    self.written_keys.update(output.written_keys())
+
+    def _branch_error(self, plan: FanOutPlan, task: BranchTask, exc: BaseException) -> BranchError:
+        label = task.ref.label
+        problem = str(exc) if isinstance(exc, GraphRunError) else _describe_error(exc)
+        error = BranchError(
+            f"branch {label!r} of {plan.source!r} failed: {problem}",
+            branch=label,
+            node=plan.source,
+            step=self.steps,
+            state=self.state,
+        )
+        error.__cause__ = exc
+        return error
+
+    def _branch_failure_record(
+        self, plan: FanOutPlan, task: BranchTask, exc: BaseException
+    ) -> dict[str, Any]:
+        cause = exc.__cause__ if isinstance(exc, NodeError) and exc.__cause__ else exc
+        return {
+            "node": getattr(exc, "node", None) or task.node,
+            "branch": task.ref.label,
+            "fan_out": plan.source,
+            "step": self.steps,
+            "error": str(cause),
+            "type": type(cause).__name__,
+            "handled_by": plan.options.failure_mode,
+        }
+
     # ---------------------------------------------------------------- routing
-    def _follow(self, source: str, resolved: Resolved) -> str | EndType:
+    def _follow(self, source: str, resolved: Resolved) -> str | EndType | Branches:
         target, edge, directive, decision = resolved
         if directive is not None and directive.values:
-            self._merger.merge(self.state, NodeOutput(directive.values), source, self.steps)
-            if self.written_keys is not None:
-                self.written_keys.update(directive.values)
+            self._merge_directive(source, NodeOutput(directive.values))
         reason = ""
         if decision is not None:
             reason = decision.reasoning
             if decision.usage is not None:
                 self.usage = self.usage + decision.usage
         kind, label = (edge.kind, edge.label) if edge is not None else ("static", "")
-        self.recorder.record(EdgeFired, self.steps, source, target, kind, label, reason)
+        if type(target) is Branches:
+            self._fired(source, target, kind, label, reason)
+        else:
+            self.recorder.record(EdgeFired, self.steps, source, target, kind, label, reason)
         return target
+
+    def _fired(
+        self, source: str, branches: Branches, kind: str, label: str, reason: str = ""
+    ) -> None:
+        """One EdgeFired per node a fan-out starts branches at."""
+        for node in branches.nodes():
+            self.recorder.record(EdgeFired, self.steps, source, node, kind, label, reason)
+
+    def _merge_directive(self, source: str, output: NodeOutput) -> None:
+        self._merger.merge(self.state, output, source, self.steps)
+        if self.written_keys is not None:
+            self.written_keys.update(output.update)
 
     def _check_goto(self, spec: NodeSpec, goto: str | EndType) -> str | EndType:
         if goto is not END and goto not in self.graph.nodes:

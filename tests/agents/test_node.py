@@ -214,7 +214,8 @@ def test_state_round_trips_through_json_after_an_agent_run() -> None:
     )
     state = graph.run("Review").state
 
-    restored = GraphState.from_dict(json.loads(json.dumps(state.to_dict())))
+    # The agent's output model is user code: loading it must be allowed explicitly.
+    restored = GraphState.from_dict(json.loads(json.dumps(state.to_dict())), allowed_types=[Review])
 
     assert restored == state
     agent_result = restored.history[0][1].agent_result

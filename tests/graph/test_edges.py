@@ -497,9 +497,9 @@ async def test_a_plain_predicate_returning_a_coroutine_is_an_edge_error_with_aru
 
 
 def test_router_unhashable_return_with_path_map_raises_routing_error() -> None:
-    graph, _ = with_router(lambda state: ["left"], {"left": "left"})
+    graph, _ = with_router(lambda state: {"to": "left"}, {"left": "left"})
 
-    with pytest.raises(RoutingError, match=r"returned unhashable \['left'\]"):
+    with pytest.raises(RoutingError, match=r"returned unhashable \{'to': 'left'\}"):
         graph.run()
 
 

@@ -1,0 +1,140 @@
+"""Branch runs: one branch of a fan-out, walking the graph on its own view of the state.
+
+A branch runs the same step loop as a whole run, from its start node until
+its join point (or END). It starts from the parent's state as it was at the
+fork and sees its own writes, never a sibling's: its state is a layer over
+the parent's (``LayeredData``), built only when the branch goes on past its
+first node. Every output it produces is kept as a pending write, converted
+to what it added relative to what its node read, and handed to the join.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from selectgraph._sentinels import END, EndType
+from selectgraph._usage import NO_USAGE
+from selectgraph.graph._history import History
+from selectgraph.graph._merge import Merger
+from selectgraph.graph._nodes import NodeSpec
+from selectgraph.graph._output import NodeOutput
+from selectgraph.graph._state import GraphState
+from selectgraph.runtime._branches import BranchTask
+from selectgraph.runtime._join import BranchWrites, relative_to
+from selectgraph.runtime._layered import LayeredData
+from selectgraph.runtime._run import Run
+
+if TYPE_CHECKING:
+    from selectgraph.runtime._fanout import FanOutPlan
+
+__all__ = ["BranchRun"]
+
+
+class BranchRun(Run):
+    """A branch of a fan-out: a walk whose writes are kept for the join, not merged upward."""
+
+    detect = False  # loops inside a branch are bounded by max_steps, not fingerprints
+
+    def __init__(
+        self, parent: Run, task: BranchTask, stop_at: str | EndType | None, one_node: bool
+    ) -> None:
+        # Run.__init__ is not called: a branch shares most of its parent's setup.
+        graph = parent.graph
+        self.graph = graph
+        self.run_id = parent.run_id
+        self.namespace = parent.namespace
+        self.sleep = parent.sleep
+        self.branch = task.ref
+        self.recorder = parent.recorder.for_branch(task.ref)
+        self.steps = parent.steps
+        self.usage = NO_USAGE
+        self.written_keys = None
+        self.writes = BranchWrites(task.ref.index, task.ref.label)
+        """What this branch produced, in order: the join's input."""
+        self.ran: dict[str, int] = {}
+        """How many times each node ran in this branch (added to the parent's visits)."""
+        self.hit_limit = False
+        """Whether the walk stopped at max_steps."""
+        self._parent_visits = parent._visits
+        self._visits = dict(parent._visits)
+        self._history = self.writes.history
+        self._history_start = 0
+        self._merger = Merger(graph.schema, None)
+        self._seen = {}
+        self._started = parent._started
+        self.stop_at = END if stop_at is None else stop_at
+        self.one_node = one_node
+        self._direct_calls = {} if not parent.driven_without_loop else graph.direct_calls
+        self._direct_async = graph.direct_async
+        self._own_state = False
+        parent_state = parent.state
+        state = GraphState.__new__(GraphState)
+        # Until the branch writes to its own state, it reads the parent's containers.
+        state.data = LayeredData(parent_state.data, task.patch) if task.patch else parent_state.data
+        state.messages = parent_state.messages
+        state.history = parent_state.history
+        state.metadata = parent_state.metadata
+        state.errors = parent_state.errors
+        state.current_node = None
+        self.state = state
+
+    async def run(self, node: str) -> BranchWrites:
+        """Walk from ``node`` to the join point; returns what the branch wrote."""
+        stop = await self.walk(node)
+        self.hit_limit = stop == "max_steps"
+        for name, count in self._visits.items():
+            added = count - self._parent_visits.get(name, 0)
+            if added:
+                self.ran[name] = added
+        return self.writes
+
+    # ------------------------------------------------------------ own state
+    def _detach(self) -> None:
+        """Give the branch containers of its own before anything is merged into its state."""
+        if self._own_state:
+            return
+        self._own_state = True
+        state = self.state
+        if type(state.data) is not LayeredData:
+            state.data = LayeredData(state.data)
+        state.messages = list(state.messages)
+        state.history = History()
+        state.history.raw = self.writes.history  # nested joins add their entries here
+        state.metadata = dict(state.metadata)
+        state.errors = self.writes.errors
+
+    def _goes_on(self, spec: NodeSpec) -> bool:
+        """Whether anything after this node reads the branch's state."""
+        if self.one_node:
+            return False
+        static = self.graph.routes[spec.name].static_success
+        return static is None or (static.target is not self.stop_at and static.target is not END)
+
+    # ------------------------------------------------------------ overrides
+    def _complete(self, spec: NodeSpec, output: NodeOutput, visit: int, started: float) -> None:
+        reducers = self.graph.schema.reducers
+        if reducers and output.writes is not None:
+            relative_to(output, self.state.data, reducers)
+        self.writes.outputs.append((spec.name, output))
+        if self._goes_on(spec):
+            self._detach()
+            self._merger.merge(self.state, output, spec.name, self.steps)
+        self._record_success(spec, output, visit, started)
+
+    def _merge_directive(self, source: str, output: NodeOutput) -> None:
+        self.writes.outputs.append((source, output))
+        self._detach()
+        self._merger.merge(self.state, output, source, self.steps)
+
+    def _record_error(self, record: dict[str, Any]) -> None:
+        if self.branch is not None:
+            record["branch"] = self.branch.label
+        self.writes.errors.append(record)
+
+    def _merge_branches(self, plan: FanOutPlan, done: list[BranchWrites]) -> None:
+        # A fan-out nested in this branch joins into this branch's state, and what
+        # its branches wrote becomes this branch's pending writes too.
+        self._detach()
+        super()._merge_branches(plan, done)
+        for nested in done:
+            self.writes.outputs.extend(nested.outputs)
