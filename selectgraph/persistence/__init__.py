@@ -1,0 +1,44 @@
+"""Persistence: checkpoint records and the stores that keep them.
+
+Stores work on JSON data only: the runner encodes its state with a
+:class:`~selectgraph._serialization.StateSerializer` (allow-listed, never
+pickle) before saving, and decodes it after loading.
+"""
+
+from selectgraph._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
+from selectgraph.persistence._file import FileCheckpointStore
+from selectgraph.persistence._memory import InMemoryCheckpointStore
+from selectgraph.persistence._postgres import PostgresCheckpointStore
+from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.persistence._records import (
+    SNAPSHOT_EVERY,
+    Checkpoint,
+    CheckpointChain,
+    CheckpointKind,
+    apply_delta,
+    diff_state,
+    make_checkpoint,
+    materialize,
+    new_checkpoint_id,
+)
+from selectgraph.persistence._sqlite import SQLiteCheckpointStore
+
+__all__ = [
+    "SNAPSHOT_EVERY",
+    "Checkpoint",
+    "CheckpointChain",
+    "CheckpointConflict",
+    "CheckpointDecodeError",
+    "CheckpointKind",
+    "CheckpointNotFound",
+    "CheckpointStore",
+    "FileCheckpointStore",
+    "InMemoryCheckpointStore",
+    "PostgresCheckpointStore",
+    "SQLiteCheckpointStore",
+    "apply_delta",
+    "diff_state",
+    "make_checkpoint",
+    "materialize",
+    "new_checkpoint_id",
+]

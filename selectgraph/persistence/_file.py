@@ -1,0 +1,332 @@
+"""FileCheckpointStore: one JSON file per checkpoint, written atomically, for one machine.
+
+Layout under the directory::
+
+    runs/<run key>/HEAD                  {"run_id": ..., "version": n}: the commit point
+    runs/<run key>/LOCK                  locked (flock) while a writer works on the run
+    runs/<run key>/<version>.json        one checkpoint, its whole record
+    runs/<run key>/writes/<version>/<task key>.json   pending writes of finished tasks
+    ids/<checkpoint id key>              "<run key>/<version>", to find a checkpoint by id
+
+Every file is written to a temporary name, fsynced, then renamed over its
+final name (``os.replace`` is atomic), and the directory is fsynced. A save is
+committed when HEAD says so: a checkpoint file or id entry left by a writer
+that crashed before HEAD moved is ignored, then overwritten by the next save.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+from selectgraph._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
+from selectgraph.persistence._base import BlockingStore, rebased_child, walk_chain, window
+from selectgraph.persistence._records import (
+    Checkpoint,
+    decode_record,
+    decode_writes,
+    encode_record,
+    encode_writes,
+    materialize,
+)
+
+__all__ = ["FileCheckpointStore"]
+
+_WIDTH: Final = 12  # version digits in file names, so names sort like versions
+
+
+def _key(text: str) -> str:
+    # Ids are caller data: hashed, they are always one safe, short file name.
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _fsync_dir(directory: Path) -> None:
+    if sys.platform == "win32":  # pragma: no cover - directories cannot be opened there
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so a crash leaves either the old file or the new one."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Lock ``path`` exclusively (created if missing); released on exit or process death."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+            import msvcrt
+
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class FileCheckpointStore(BlockingStore):
+    """Checkpoints as JSON files in a directory: readable, durable, safe across processes.
+
+    Writes are atomic (temporary file, fsync, rename) and a run's writers take
+    turns through a lock file, so two processes resuming one run end with
+    exactly one winner. Suited to one machine; the directory must not be on a
+    network file system whose locks or renames are not atomic.
+
+    Args:
+        directory: Where to keep the files; created if missing.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        """The store's directory."""
+        (self.directory / "runs").mkdir(parents=True, exist_ok=True)
+        (self.directory / "ids").mkdir(exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"FileCheckpointStore({str(self.directory)!r})"
+
+    # -- paths and head --------------------------------------------------------
+
+    def _run_dir(self, run_id: str) -> Path:
+        return self.directory / "runs" / _key(run_id)
+
+    def _record_path(self, run_dir: Path, version: int) -> Path:
+        return run_dir / f"{version:0{_WIDTH}d}.json"
+
+    def _version(self, run_dir: Path) -> int:
+        head = run_dir / "HEAD"
+        try:
+            raw = head.read_bytes()
+        except FileNotFoundError:
+            return 0
+        try:
+            version = json.loads(raw)["version"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointDecodeError(
+                "<head>", "version", f"malformed HEAD: {exc}", location=str(head)
+            ) from exc
+        if type(version) is not int:
+            raise CheckpointDecodeError(
+                "<head>", "version", f"malformed HEAD: {version!r}", location=str(head)
+            )
+        return version
+
+    def _versions(self, run_dir: Path) -> builtins.list[int]:
+        """The committed versions still stored, in order."""
+        try:
+            names = os.listdir(run_dir)
+        except FileNotFoundError:
+            return []
+        limit = self._version(run_dir)
+        found = sorted(
+            int(name[:_WIDTH])
+            for name in names
+            if len(name) == _WIDTH + 5 and name.endswith(".json") and name[:_WIDTH].isdigit()
+        )
+        return [v for v in found if v <= limit]
+
+    def _locate(self, checkpoint_id: str) -> tuple[Path, int] | None:
+        """The run directory and version of a committed checkpoint, or None."""
+        try:
+            entry = (self.directory / "ids" / _key(checkpoint_id)).read_text()
+        except FileNotFoundError:
+            return None
+        run_key, _, version_text = entry.partition("/")
+        if not version_text.isdigit():
+            raise CheckpointDecodeError(
+                checkpoint_id,
+                "<index>",
+                f"malformed id entry {entry!r}",
+                location=str(self.directory / "ids" / _key(checkpoint_id)),
+            )
+        run_dir, version = self.directory / "runs" / run_key, int(version_text)
+        if version > self._version(run_dir):  # left by a writer that crashed before HEAD
+            return None
+        return run_dir, version
+
+    def _read(self, run_dir: Path, version: int, checkpoint_id: str) -> Checkpoint | None:
+        path = self._record_path(run_dir, version)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        label = checkpoint_id or f"<version {version} of run {run_dir.name}>"
+        checkpoint = decode_record(raw, label, location=str(path))
+        if checkpoint_id and checkpoint.checkpoint_id != checkpoint_id:
+            return None  # a stale id entry: that version now holds another checkpoint
+        writes_dir = run_dir / "writes" / f"{version:0{_WIDTH}d}"
+        if writes_dir.is_dir():
+            writes = {}
+            for entry in sorted(writes_dir.glob("*.json")):
+                raw_entry = json.loads(entry.read_bytes()) if entry.stat().st_size else None
+                if type(raw_entry) is not dict or type(raw_entry.get("task_id")) is not str:
+                    raise CheckpointDecodeError(
+                        checkpoint.checkpoint_id,
+                        "pending_writes",
+                        "malformed writes file",
+                        location=str(entry),
+                    )
+                task = raw_entry["task_id"]
+                writes[task] = decode_writes(
+                    json.dumps(raw_entry.get("writes")).encode(),
+                    checkpoint.checkpoint_id,
+                    task,
+                    location=str(entry),
+                )
+            checkpoint = checkpoint.replace(pending_writes={**checkpoint.pending_writes, **writes})
+        return checkpoint
+
+    # -- primitives ------------------------------------------------------------
+
+    def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
+        record = encode_record(checkpoint)  # encoding errors surface before anything changes
+        run_dir = self._run_dir(checkpoint.run_id)
+        run_dir.mkdir(exist_ok=True)
+        with _locked(run_dir / "LOCK"):
+            actual = self._version(run_dir)
+            if actual != expected_version:
+                raise CheckpointConflict(
+                    checkpoint.run_id, expected_version=expected_version, actual_version=actual
+                )
+            if self._locate(checkpoint.checkpoint_id) is not None:
+                raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
+            version = checkpoint.version
+            _write_atomic(self._record_path(run_dir, version), record)
+            _write_atomic(
+                self.directory / "ids" / _key(checkpoint.checkpoint_id),
+                f"{run_dir.name}/{version}".encode(),
+            )
+            # The commit point: until HEAD says so, the files above are ignored.
+            head = json.dumps({"run_id": checkpoint.run_id, "version": version}).encode()
+            _write_atomic(run_dir / "HEAD", head)
+
+    def _load(self, checkpoint_id: str) -> Checkpoint:
+        place = self._locate(checkpoint_id)
+        checkpoint = self._read(*place, checkpoint_id) if place is not None else None
+        if checkpoint is None:
+            raise CheckpointNotFound(checkpoint_id)
+        return checkpoint
+
+    def _cursor(self, run_id: str, checkpoint_id: str | None) -> int | None:
+        if checkpoint_id is None:
+            return None
+        place = self._locate(checkpoint_id)
+        if place is None or place[0] != self._run_dir(run_id):
+            raise CheckpointNotFound(checkpoint_id, where=f"run {run_id!r}")
+        return place[1]
+
+    def _list(
+        self, run_id: str, limit: int | None, before: str | None, after: str | None
+    ) -> builtins.list[Checkpoint]:
+        run_dir = self._run_dir(run_id)
+        versions = self._versions(run_dir)
+        chosen = window(
+            versions, versions, self._cursor(run_id, before), self._cursor(run_id, after), limit
+        )
+        found = [self._read(run_dir, version, "") for version in chosen]
+        return [checkpoint for checkpoint in found if checkpoint is not None]
+
+    def _delete(self, checkpoint_id: str) -> bool:
+        place = self._locate(checkpoint_id)
+        if place is None:
+            return False
+        run_dir, version = place
+        with _locked(run_dir / "LOCK"):
+            deleted = self._read(run_dir, version, checkpoint_id)
+            if deleted is None:  # deleted meanwhile
+                return False
+            for later in self._versions(run_dir):
+                if later <= version:
+                    continue
+                child = self._read(run_dir, later, "")
+                if child is None or child.parent_id != checkpoint_id:
+                    continue
+                rebased = rebased_child(
+                    deleted, child, lambda cid: materialize(walk_chain(cid, self._load))
+                )
+                _write_atomic(self._record_path(run_dir, later), encode_record(rebased))
+            # The record goes first: once it is gone the checkpoint is, whatever else remains.
+            self._record_path(run_dir, version).unlink()
+            (self.directory / "ids" / _key(checkpoint_id)).unlink(missing_ok=True)
+            _remove_tree(run_dir / "writes" / f"{version:0{_WIDTH}d}")
+            _fsync_dir(run_dir)
+        return True
+
+    def _delete_run(self, run_id: str) -> int:
+        run_dir = self._run_dir(run_id)
+        if not run_dir.is_dir():
+            return 0
+        with _locked(run_dir / "LOCK"):
+            checkpoints = self._list(run_id, None, None, None)
+            # HEAD goes first, so a crash part-way leaves a run with no committed versions.
+            (run_dir / "HEAD").unlink(missing_ok=True)
+            _fsync_dir(run_dir)
+            for checkpoint in checkpoints:
+                (self.directory / "ids" / _key(checkpoint.checkpoint_id)).unlink(missing_ok=True)
+            _remove_tree(run_dir, keep=("LOCK",))
+        return len(checkpoints)
+
+    def _head(self, run_id: str) -> Checkpoint | None:
+        run_dir = self._run_dir(run_id)
+        for version in reversed(self._versions(run_dir)):
+            checkpoint = self._read(run_dir, version, "")
+            if checkpoint is not None:
+                return checkpoint
+        return None
+
+    def _put_writes(
+        self, run_id: str, checkpoint_id: str, task_id: str, writes: builtins.list[Any]
+    ) -> None:
+        encoded = encode_writes(writes, checkpoint_id, task_id)
+        place = self._locate(checkpoint_id)
+        run_dir = self._run_dir(run_id)
+        if place is None or place[0] != run_dir:
+            raise CheckpointNotFound(checkpoint_id, where=f"run {run_id!r}")
+        with _locked(run_dir / "LOCK"):
+            actual = self._version(run_dir)
+            if place[1] != actual or self._read(run_dir, place[1], checkpoint_id) is None:
+                raise CheckpointConflict(run_id, expected_version=place[1], actual_version=actual)
+            directory = run_dir / "writes" / f"{place[1]:0{_WIDTH}d}"
+            directory.mkdir(parents=True, exist_ok=True)
+            entry = b'{"task_id":' + json.dumps(task_id).encode() + b',"writes":' + encoded + b"}"
+            _write_atomic(directory / f"{_key(task_id)}.json", entry)
+
+
+def _remove_tree(path: Path, keep: tuple[str, ...] = ()) -> None:
+    if not path.is_dir():
+        return
+    for child in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if child.name in keep and child.parent == path:
+            continue
+        if child.is_dir():
+            child.rmdir()
+        else:
+            child.unlink()
+    if not keep:
+        path.rmdir()

@@ -1,0 +1,516 @@
+"""PostgresCheckpointStore: checkpoints in PostgreSQL, for several machines sharing runs.
+
+Uses psycopg 3 with a connection pool that checks each connection before
+lending it, so a connection the server (or a proxy) dropped during a long LLM
+call is replaced instead of failing the next save. Each save is one
+transaction that locks the run's row in the heads table (``SELECT ... FOR
+UPDATE``) for the version check: of two writers resuming one run, exactly one
+commits, the other gets :class:`~selectgraph.CheckpointConflict`.
+
+The pool belongs to an event loop on a thread of its own, so the store works
+from any event loop and from sync code alike. Install the ``postgres`` extra:
+``pip install "selectgraph[postgres]"``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from selectgraph._errors import CheckpointConflict, CheckpointNotFound
+from selectgraph.persistence._base import Portal, check_list_args, check_save, rebased_child
+from selectgraph.persistence._records import (
+    Checkpoint,
+    build_checkpoint,
+    decode_body,
+    decode_writes,
+    encode_body,
+    encode_writes,
+    materialize,
+)
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+__all__ = ["PostgresCheckpointStore"]
+
+_MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
+    (
+        1,
+        (
+            """CREATE TABLE {schema}.runs (
+                run_id text PRIMARY KEY,
+                version bigint NOT NULL
+            )""",
+            """CREATE TABLE {schema}.checkpoints (
+                checkpoint_id text PRIMARY KEY,
+                run_id text NOT NULL REFERENCES {schema}.runs (run_id) ON DELETE CASCADE,
+                version bigint NOT NULL,
+                parent_id text,
+                step bigint NOT NULL,
+                kind smallint NOT NULL,
+                created_at timestamptz NOT NULL,
+                body bytea NOT NULL,
+                UNIQUE (run_id, version)
+            )""",
+            """CREATE TABLE {schema}.writes (
+                checkpoint_id text NOT NULL
+                    REFERENCES {schema}.checkpoints (checkpoint_id) ON DELETE CASCADE,
+                task_id text NOT NULL,
+                body bytea NOT NULL,
+                PRIMARY KEY (checkpoint_id, task_id)
+            )""",
+        ),
+    ),
+)
+"""Schema changes in order; the schema records the last one applied in ``schema_version``."""
+
+SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
+
+_KIND_CODES: Final = {"snapshot": 0, "delta": 1}
+_KIND_NAMES: Final = {0: "snapshot", 1: "delta"}
+_COLUMNS: Final = (
+    "c.run_id, c.checkpoint_id, c.parent_id, c.version, c.step, c.kind, c.created_at, c.body"
+)
+
+_QUERIES: Final = {
+    "select": f"SELECT {_COLUMNS} FROM {{schema}}.checkpoints c ",
+    "chain": f"""
+        WITH RECURSIVE chain (checkpoint_id, parent_id, kind, depth) AS (
+            SELECT checkpoint_id, parent_id, kind, 0 FROM {{schema}}.checkpoints
+            WHERE checkpoint_id = %s
+            UNION ALL
+            SELECT c.checkpoint_id, c.parent_id, c.kind, chain.depth + 1
+            FROM {{schema}}.checkpoints c JOIN chain ON c.checkpoint_id = chain.parent_id
+            WHERE chain.kind = 1 AND chain.depth < 100000
+        )
+        SELECT {_COLUMNS} FROM chain JOIN {{schema}}.checkpoints c USING (checkpoint_id)
+        ORDER BY chain.depth DESC""",
+    "lock_run": "SELECT version FROM {schema}.runs WHERE run_id = %s FOR UPDATE",
+    "new_run": "INSERT INTO {schema}.runs (run_id, version) VALUES (%s, 0) ON CONFLICT DO NOTHING",
+    "set_version": "UPDATE {schema}.runs SET version = %s WHERE run_id = %s",
+    "insert": (
+        "INSERT INTO {schema}.checkpoints (checkpoint_id, run_id, version, parent_id, step, kind, "
+        "created_at, body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+    ),
+    "writes": (
+        "SELECT checkpoint_id, task_id, body FROM {schema}.writes WHERE checkpoint_id = ANY(%s)"
+    ),
+    "cursor": "SELECT version FROM {schema}.checkpoints WHERE checkpoint_id = %s AND run_id = %s",
+    "owner": "SELECT run_id, version FROM {schema}.checkpoints WHERE checkpoint_id = %s",
+    "rewrite": (
+        "UPDATE {schema}.checkpoints SET parent_id = %s, kind = %s, body = %s "
+        "WHERE checkpoint_id = %s"
+    ),
+    "delete": "DELETE FROM {schema}.checkpoints WHERE checkpoint_id = %s",
+    "count_run": "SELECT count(*) FROM {schema}.checkpoints WHERE run_id = %s",
+    "delete_run": "DELETE FROM {schema}.runs WHERE run_id = %s",
+    "put_writes": (
+        "INSERT INTO {schema}.writes (checkpoint_id, task_id, body) VALUES (%s, %s, %s) "
+        "ON CONFLICT (checkpoint_id, task_id) DO UPDATE SET body = EXCLUDED.body"
+    ),
+}
+
+
+class PostgresCheckpointStore:
+    """Checkpoints in a PostgreSQL database: durable, shared, one writer per run.
+
+    The tables live in their own schema (``selectgraph`` unless told), created
+    and upgraded by numbered migrations recorded in ``<schema>.schema_version``.
+    Opening the store connects and migrates, so a wrong URL fails here.
+
+    Args:
+        url: A libpq connection string, e.g. ``postgresql://user@host:5432/db``.
+        schema: The schema holding the tables.
+        min_size: Connections the pool keeps open.
+        max_size: Connections the pool opens at most.
+        timeout: Seconds to wait for a connection (and for the first one at open).
+
+    Raises:
+        ImportError: psycopg is not installed (the ``postgres`` extra).
+        psycopg_pool.PoolTimeout: no server answered within ``timeout``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "selectgraph",
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 30.0,
+    ) -> None:
+        try:
+            from psycopg import sql
+            from psycopg_pool import AsyncConnectionPool
+        except ImportError as exc:  # pragma: no cover - the dev extra installs it
+            raise ImportError(
+                'PostgresCheckpointStore needs psycopg: pip install "selectgraph[postgres]"'
+            ) from exc
+        if type(schema) is not str or not schema:
+            raise ValueError(f"schema must be a non-empty string, got {schema!r}")
+        self.schema = schema
+        """The schema holding the tables."""
+        quoted = sql.Identifier(schema).as_string(None)
+        self._q = {name: text.replace("{schema}", quoted) for name, text in _QUERIES.items()}
+        self._schema_sql = quoted
+        self._portal = Portal("selectgraph-postgres")
+        self._pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            check=AsyncConnectionPool.check_connection,
+            kwargs={"autocommit": True},
+            name="selectgraph-checkpoints",
+        )
+        try:
+            self._portal.call(self._open(timeout))
+        except BaseException:
+            self._portal.call(self._pool.close())
+            self._portal.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"PostgresCheckpointStore(schema={self.schema!r})"
+
+    async def _open(self, timeout: float) -> None:
+        await self._pool.open(wait=True, timeout=timeout)
+        async with self._pool.connection() as conn, conn.transaction():
+            # One migrator at a time across processes; the lock ends with the transaction.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"selectgraph:{self.schema}",)
+            )
+            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._schema_sql}")
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._schema_sql}.schema_version "
+                "(version integer NOT NULL)"
+            )
+            cursor = await conn.execute(
+                f"SELECT max(version) FROM {self._schema_sql}.schema_version"
+            )
+            row = await cursor.fetchone()
+            current = (row[0] if row else None) or 0
+            if current > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"schema {self.schema!r} has checkpoint schema version {current}; this "
+                    f"selectgraph knows versions up to {SCHEMA_VERSION}: upgrade selectgraph"
+                )
+            for version, statements in _MIGRATIONS:
+                if version > current:
+                    for statement in statements:
+                        await conn.execute(statement.replace("{schema}", self._schema_sql))
+                    await conn.execute(
+                        f"INSERT INTO {self._schema_sql}.schema_version (version) VALUES (%s)",
+                        (version,),
+                    )
+
+    # -- rows ------------------------------------------------------------------
+
+    def _checkpoint(self, row: Sequence[Any], writes: dict[str, builtins.list[Any]]) -> Checkpoint:
+        run_id, checkpoint_id, parent_id, version, step, kind, created_at, body = row
+        location = f"table {self.schema}.checkpoints"
+        header = {
+            "run_id": run_id,
+            "checkpoint_id": checkpoint_id,
+            "parent_id": parent_id,
+            "version": version,
+            "step": step,
+            "kind": _KIND_NAMES.get(kind, kind),
+            "created_at": created_at,
+        }
+        fields = decode_body(bytes(body), checkpoint_id, location=location)
+        if writes:
+            fields["pending_writes"] = {**fields["pending_writes"], **writes}
+        return build_checkpoint(header, fields, checkpoint_id, location=location)
+
+    async def _rows(
+        self, conn: AsyncConnection[Any], rows: builtins.list[Any]
+    ) -> builtins.list[Checkpoint]:
+        writes: dict[str, dict[str, builtins.list[Any]]] = {}
+        if rows:
+            cursor = await conn.execute(self._q["writes"], ([row[1] for row in rows],))
+            for checkpoint_id, task_id, body in await cursor.fetchall():
+                writes.setdefault(checkpoint_id, {})[task_id] = decode_writes(
+                    bytes(body), checkpoint_id, task_id, location=f"table {self.schema}.writes"
+                )
+        return [self._checkpoint(row, writes.get(row[1], {})) for row in rows]
+
+    async def _chain_on(self, conn: AsyncConnection[Any], checkpoint_id: str) -> dict[str, Any]:
+        cursor = await conn.execute(self._q["chain"], (checkpoint_id,))
+        rows = await cursor.fetchall()
+        if not rows:
+            raise CheckpointNotFound(checkpoint_id)
+        return materialize([self._checkpoint(row, {}) for row in rows])
+
+    async def _cursor(
+        self, conn: AsyncConnection[Any], run_id: str, checkpoint_id: str | None
+    ) -> int | None:
+        if checkpoint_id is None:
+            return None
+        cursor = await conn.execute(self._q["cursor"], (checkpoint_id, run_id))
+        row = await cursor.fetchone()
+        if row is None:
+            raise CheckpointNotFound(checkpoint_id, where=f"run {run_id!r}")
+        return int(row[0])
+
+    # -- work, on the portal's loop --------------------------------------------
+
+    async def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
+        import psycopg
+
+        body = encode_body(checkpoint)  # encoding errors surface before the transaction
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = await conn.execute(self._q["lock_run"], (checkpoint.run_id,))
+            row = await cursor.fetchone()
+            if row is None:
+                # A first save: create the head row (a racing first writer waits on
+                # its unique key), then lock it like any other.
+                await conn.execute(self._q["new_run"], (checkpoint.run_id,))
+                cursor = await conn.execute(self._q["lock_run"], (checkpoint.run_id,))
+                row = await cursor.fetchone()
+            actual = int(row[0]) if row is not None else 0
+            if actual != expected_version:
+                raise CheckpointConflict(
+                    checkpoint.run_id, expected_version=expected_version, actual_version=actual
+                )
+            await conn.execute(self._q["set_version"], (checkpoint.version, checkpoint.run_id))
+            try:
+                await conn.execute(
+                    self._q["insert"],
+                    (
+                        checkpoint.checkpoint_id,
+                        checkpoint.run_id,
+                        checkpoint.version,
+                        checkpoint.parent_id,
+                        checkpoint.step,
+                        _KIND_CODES[checkpoint.kind],
+                        checkpoint.created_at,
+                        body,
+                    ),
+                )
+            except psycopg.errors.UniqueViolation as exc:
+                raise ValueError(
+                    f"checkpoint id {checkpoint.checkpoint_id!r} is already stored"
+                ) from exc
+
+    async def _load(self, checkpoint_id: str) -> Checkpoint:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                self._q["select"] + "WHERE c.checkpoint_id = %s", (checkpoint_id,)
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                raise CheckpointNotFound(checkpoint_id)
+            return (await self._rows(conn, [row]))[0]
+
+    async def _load_state(self, checkpoint_id: str) -> dict[str, Any]:
+        async with self._pool.connection() as conn:
+            return await self._chain_on(conn, checkpoint_id)
+
+    async def _list(
+        self, run_id: str, limit: int | None, before: str | None, after: str | None
+    ) -> builtins.list[Checkpoint]:
+        async with self._pool.connection() as conn:
+            before_v = await self._cursor(conn, run_id, before)
+            after_v = await self._cursor(conn, run_id, after)
+            where = ["c.run_id = %s"]
+            params: builtins.list[Any] = [run_id]
+            if before_v is not None:
+                where.append("c.version < %s")
+                params.append(before_v)
+            if after_v is not None:
+                where.append("c.version > %s")
+                params.append(after_v)
+            backwards = limit is not None and before_v is not None and after_v is None
+            query = self._q["select"] + "WHERE " + " AND ".join(where)
+            query += " ORDER BY c.version DESC" if backwards else " ORDER BY c.version"
+            if limit is not None:
+                query += " LIMIT %s"
+                params.append(limit)
+            cursor = await conn.execute(query, params)
+            rows = await cursor.fetchall()
+            if backwards:
+                rows.reverse()
+            return await self._rows(conn, rows)
+
+    async def _delete(self, checkpoint_id: str) -> bool:
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = await conn.execute(self._q["owner"], (checkpoint_id,))
+            owner = await cursor.fetchone()
+            if owner is None:
+                return False
+            await conn.execute(self._q["lock_run"], (owner[0],))  # writers of the run wait
+            cursor = await conn.execute(
+                self._q["select"] + "WHERE c.checkpoint_id = %s", (checkpoint_id,)
+            )
+            row = await cursor.fetchone()
+            if row is None:  # deleted meanwhile
+                return False
+            deleted = (await self._rows(conn, [row]))[0]
+            cursor = await conn.execute(
+                self._q["select"] + "WHERE c.run_id = %s AND c.version > %s AND c.parent_id = %s",
+                (owner[0], owner[1], checkpoint_id),
+            )
+            states: dict[str, dict[str, Any]] = {}
+            for child in await self._rows(conn, await cursor.fetchall()):
+                needed = [child.checkpoint_id]
+                if deleted.parent_id is not None:
+                    needed.append(deleted.parent_id)
+                for cid in needed:
+                    if child.kind == "delta" and cid not in states:
+                        states[cid] = await self._chain_on(conn, cid)
+                rebased = rebased_child(deleted, child, states.__getitem__)
+                await conn.execute(
+                    self._q["rewrite"],
+                    (
+                        rebased.parent_id,
+                        _KIND_CODES[rebased.kind],
+                        encode_body(rebased.replace(pending_writes={})),
+                        rebased.checkpoint_id,
+                    ),
+                )
+            await conn.execute(self._q["delete"], (checkpoint_id,))
+            return True
+
+    async def _delete_run(self, run_id: str) -> int:
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute(self._q["lock_run"], (run_id,))
+            cursor = await conn.execute(self._q["count_run"], (run_id,))
+            row = await cursor.fetchone()
+            await conn.execute(self._q["delete_run"], (run_id,))
+            return int(row[0]) if row is not None else 0
+
+    async def _head(self, run_id: str) -> Checkpoint | None:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                self._q["select"] + "WHERE c.run_id = %s ORDER BY c.version DESC LIMIT 1",
+                (run_id,),
+            )
+            row = await cursor.fetchone()
+            return (await self._rows(conn, [row]))[0] if row is not None else None
+
+    async def _put_writes(
+        self, run_id: str, checkpoint_id: str, task_id: str, writes: builtins.list[Any]
+    ) -> None:
+        body = encode_writes(writes, checkpoint_id, task_id)
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = await conn.execute(self._q["owner"], (checkpoint_id,))
+            owner = await cursor.fetchone()
+            if owner is None or owner[0] != run_id:
+                raise CheckpointNotFound(checkpoint_id, where=f"run {run_id!r}")
+            cursor = await conn.execute(self._q["lock_run"], (run_id,))
+            head = await cursor.fetchone()
+            actual = int(head[0]) if head is not None else 0
+            if actual != owner[1]:
+                raise CheckpointConflict(run_id, expected_version=owner[1], actual_version=actual)
+            await conn.execute(self._q["put_writes"], (checkpoint_id, task_id, body))
+
+    # -- public API ------------------------------------------------------------
+
+    async def asave(self, checkpoint: Checkpoint, *, expected_version: int) -> None:
+        """See :meth:`CheckpointStore.asave`."""
+        check_save(checkpoint, expected_version)
+        await self._portal.acall(self._save(checkpoint, expected_version))
+
+    async def aload(self, checkpoint_id: str) -> Checkpoint:
+        """See :meth:`CheckpointStore.aload`."""
+        return await self._portal.acall(self._load(checkpoint_id))
+
+    async def aload_state(self, checkpoint_id: str) -> dict[str, Any]:
+        """See :meth:`CheckpointStore.aload_state`."""
+        return await self._portal.acall(self._load_state(checkpoint_id))
+
+    async def alist(
+        self,
+        run_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        after: str | None = None,
+    ) -> builtins.list[Checkpoint]:
+        """See :meth:`CheckpointStore.alist`."""
+        check_list_args(limit)
+        return await self._portal.acall(self._list(run_id, limit, before, after))
+
+    async def adelete(self, checkpoint_id: str) -> bool:
+        """See :meth:`CheckpointStore.adelete`."""
+        return await self._portal.acall(self._delete(checkpoint_id))
+
+    async def adelete_run(self, run_id: str) -> int:
+        """See :meth:`CheckpointStore.adelete_run`."""
+        return await self._portal.acall(self._delete_run(run_id))
+
+    async def ahead(self, run_id: str) -> Checkpoint | None:
+        """See :meth:`CheckpointStore.ahead`."""
+        return await self._portal.acall(self._head(run_id))
+
+    async def aput_writes(
+        self, run_id: str, checkpoint_id: str, task_id: str, writes: Sequence[Any]
+    ) -> None:
+        """See :meth:`CheckpointStore.aput_writes`."""
+        if type(task_id) is not str or not task_id:
+            raise ValueError(f"task_id must be a non-empty string, got {task_id!r}")
+        await self._portal.acall(
+            self._put_writes(run_id, checkpoint_id, task_id, builtins.list(writes))
+        )
+
+    async def aclose(self) -> None:
+        """See :meth:`CheckpointStore.aclose`."""
+        if not self._portal.closed:
+            await self._portal.acall(self._pool.close())
+            self._portal.close()
+
+    def save(self, checkpoint: Checkpoint, *, expected_version: int) -> None:
+        """See :meth:`CheckpointStore.asave`."""
+        check_save(checkpoint, expected_version)
+        self._portal.call(self._save(checkpoint, expected_version))
+
+    def load(self, checkpoint_id: str) -> Checkpoint:
+        """See :meth:`CheckpointStore.aload`."""
+        return self._portal.call(self._load(checkpoint_id))
+
+    def load_state(self, checkpoint_id: str) -> dict[str, Any]:
+        """See :meth:`CheckpointStore.aload_state`."""
+        return self._portal.call(self._load_state(checkpoint_id))
+
+    def list(
+        self,
+        run_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        after: str | None = None,
+    ) -> builtins.list[Checkpoint]:
+        """See :meth:`CheckpointStore.alist`."""
+        check_list_args(limit)
+        return self._portal.call(self._list(run_id, limit, before, after))
+
+    def delete(self, checkpoint_id: str) -> bool:
+        """See :meth:`CheckpointStore.adelete`."""
+        return self._portal.call(self._delete(checkpoint_id))
+
+    def delete_run(self, run_id: str) -> int:
+        """See :meth:`CheckpointStore.adelete_run`."""
+        return self._portal.call(self._delete_run(run_id))
+
+    def head(self, run_id: str) -> Checkpoint | None:
+        """See :meth:`CheckpointStore.ahead`."""
+        return self._portal.call(self._head(run_id))
+
+    def put_writes(
+        self, run_id: str, checkpoint_id: str, task_id: str, writes: Sequence[Any]
+    ) -> None:
+        """See :meth:`CheckpointStore.aput_writes`."""
+        if type(task_id) is not str or not task_id:
+            raise ValueError(f"task_id must be a non-empty string, got {task_id!r}")
+        self._portal.call(self._put_writes(run_id, checkpoint_id, task_id, builtins.list(writes)))
+
+    def close(self) -> None:
+        """See :meth:`CheckpointStore.aclose`."""
+        if not self._portal.closed:
+            self._portal.call(self._pool.close())
+            self._portal.close()

@@ -1,0 +1,399 @@
+"""SQLiteCheckpointStore: checkpoints in one SQLite file (WAL), safe across threads and processes.
+
+Durability: ``synchronous=FULL`` in WAL mode fsyncs the log at every commit, so
+a saved checkpoint survives a crash or a power cut; a crash mid-save rolls the
+save back whole. Writers take the database's write lock up front (``BEGIN
+IMMEDIATE``), so the head-version check and the insert happen with no other
+writer in between, and wait up to ``timeout`` seconds for it.
+
+Storage stays linear in the number of steps: rows hold deltas (most bodies
+are a few dozen bytes), run ids are stored once, and large bodies are
+compressed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import os
+import sqlite3
+import threading
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+from selectgraph._errors import CheckpointConflict, CheckpointNotFound
+from selectgraph.persistence._base import BlockingStore, rebased_child
+from selectgraph.persistence._records import (
+    Checkpoint,
+    build_checkpoint,
+    decode_body,
+    decode_writes,
+    encode_body,
+    encode_writes,
+    id_time,
+)
+
+__all__ = ["SQLiteCheckpointStore"]
+
+_MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
+    (
+        1,
+        (
+            """CREATE TABLE runs (
+                run_key INTEGER PRIMARY KEY,
+                run_id TEXT NOT NULL UNIQUE,
+                version INTEGER NOT NULL
+            )""",
+            # Kept small, since there is a row per step: parent_id NULL means "the run's
+            # previous checkpoint" (nearly always), '' means none; created_at NULL means
+            # "the time in the checkpoint id"; ids are found through a 32-bit hash
+            # (id_hash), not a second copy of the id in an index.
+            """CREATE TABLE checkpoints (
+                id INTEGER PRIMARY KEY,
+                run_key INTEGER NOT NULL REFERENCES runs (run_key) ON DELETE CASCADE,
+                version INTEGER NOT NULL,
+                id_hash INTEGER NOT NULL,
+                checkpoint_id TEXT NOT NULL,
+                parent_id TEXT,
+                step INTEGER NOT NULL,
+                kind INTEGER NOT NULL,
+                created_at INTEGER,
+                body BLOB NOT NULL,
+                UNIQUE (run_key, version)
+            )""",
+            "CREATE INDEX checkpoints_by_id ON checkpoints (id_hash)",
+            """CREATE TABLE writes (
+                checkpoint INTEGER NOT NULL REFERENCES checkpoints (id) ON DELETE CASCADE,
+                task_id TEXT NOT NULL,
+                body BLOB NOT NULL,
+                PRIMARY KEY (checkpoint, task_id)
+            ) WITHOUT ROWID""",
+        ),
+    ),
+)
+"""Schema changes in order; a database records the last one applied in ``schema_version``."""
+
+SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
+
+_KIND_CODES: Final = {"snapshot": 0, "delta": 1}
+_KIND_NAMES: Final = {0: "snapshot", 1: "delta"}
+
+_PARENT: Final = """CASE
+    WHEN c.parent_id IS NULL THEN (
+        SELECT p.checkpoint_id FROM checkpoints p
+        WHERE p.run_key = c.run_key AND p.version < c.version
+        ORDER BY p.version DESC LIMIT 1)
+    WHEN c.parent_id = '' THEN NULL
+    ELSE c.parent_id END"""
+"""The parent's id, resolving the stored shorthands."""
+
+_COLUMNS: Final = (
+    f"c.id, c.version, r.run_id, c.checkpoint_id, {_PARENT}, c.step, c.kind, c.created_at, c.body"
+)
+_BY_ID: Final = "c.id_hash = ? AND c.checkpoint_id = ?"
+_SELECT: Final = f"SELECT {_COLUMNS} FROM checkpoints c JOIN runs r USING (run_key) "
+
+_CHAIN: Final = f"""
+WITH RECURSIVE chain (id, parent, kind, depth) AS (
+    SELECT c.id, {_PARENT}, c.kind, 0 FROM checkpoints c WHERE {_BY_ID}
+    UNION ALL
+    SELECT c.id, {_PARENT}, c.kind, chain.depth + 1
+    FROM checkpoints c JOIN chain ON c.id_hash = id_hash(chain.parent)
+        AND c.checkpoint_id = chain.parent
+    WHERE chain.kind = 1 AND chain.depth < 100000
+)
+SELECT {_COLUMNS}
+FROM chain JOIN checkpoints c ON c.id = chain.id JOIN runs r ON r.run_key = c.run_key
+ORDER BY chain.depth DESC
+"""
+
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def id_hash(checkpoint_id: str | None) -> int | None:
+    """The 32-bit hash that finds a checkpoint id in the ``checkpoints_by_id`` index."""
+    return None if checkpoint_id is None else zlib.crc32(checkpoint_id.encode())
+
+
+def micros(created_at: dt.datetime) -> int:
+    """Microseconds since the epoch: exact, unlike a float timestamp."""
+    delta = created_at - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+class SQLiteCheckpointStore(BlockingStore):
+    """Checkpoints in a SQLite database file: durable, compact, one writer per run.
+
+    Several threads and processes may share the file; two writers resuming one
+    run end with exactly one winner (:class:`~selectgraph.CheckpointConflict`
+    for the other). The schema is created, and later upgraded, by numbered
+    migrations recorded in a ``schema_version`` table.
+
+    Args:
+        path: The database file; created if missing.
+        timeout: Seconds a writer waits for another's lock before failing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        """The database file."""
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(
+            self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.create_function("id_hash", 1, id_hash, deterministic=True)
+            self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"SQLiteCheckpointStore({str(self.path)!r})"
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._transaction() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            current = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+            if current > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} has checkpoint schema version {current}; this selectgraph "
+                    f"knows versions up to {SCHEMA_VERSION}: upgrade selectgraph"
+                )
+            for version, statements in _MIGRATIONS:
+                if version > current:
+                    for statement in statements:
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    # -- rows ------------------------------------------------------------------
+
+    def _checkpoint(self, row: Sequence[Any], writes: dict[str, builtins.list[Any]]) -> Checkpoint:
+        row_id, version, run_id, checkpoint_id, parent_id, step, kind, created_at, body = row
+        location = f"{self.path} checkpoints row {row_id}"
+        header = {
+            "run_id": run_id,
+            "checkpoint_id": checkpoint_id,
+            "parent_id": parent_id,
+            "version": version,
+            "step": step,
+            "kind": _KIND_NAMES.get(kind, kind),
+            "created_at": created_at if created_at is not None else id_time(checkpoint_id),
+        }
+        if not isinstance(body, bytes):
+            body = str(body).encode()  # a text value written behind the store's back
+        fields = decode_body(body, checkpoint_id, location=location)
+        if writes:
+            fields["pending_writes"] = {**fields["pending_writes"], **writes}
+        return build_checkpoint(header, fields, checkpoint_id, location=location)
+
+    def _rows(
+        self, conn: sqlite3.Connection, rows: builtins.list[Any]
+    ) -> builtins.list[Checkpoint]:
+        found: dict[int, dict[str, builtins.list[Any]]] = {}
+        if rows:
+            ids = {row[0]: row[3] for row in rows}
+            stored = conn.execute(
+                "SELECT checkpoint, task_id, body FROM writes WHERE checkpoint BETWEEN ? AND ?",
+                (min(ids), max(ids)),
+            )
+            for row_id, task_id, body in stored:
+                if row_id in ids:
+                    found.setdefault(row_id, {})[task_id] = decode_writes(
+                        bytes(body), ids[row_id], task_id, location=f"{self.path} writes"
+                    )
+        return [self._checkpoint(row, found.get(row[0], {})) for row in rows]
+
+    @staticmethod
+    def _stored_parent(
+        conn: sqlite3.Connection, run_key: int, version: int, parent_id: str | None
+    ) -> str | None:
+        """The parent as stored: NULL when it is the run's previous checkpoint."""
+        if parent_id is None:
+            return ""
+        previous = conn.execute(
+            "SELECT checkpoint_id FROM checkpoints WHERE run_key = ? AND version < ? "
+            "ORDER BY version DESC LIMIT 1",
+            (run_key, version),
+        ).fetchone()
+        return None if previous is not None and previous[0] == parent_id else parent_id
+
+    def _find(self, conn: sqlite3.Connection, checkpoint_id: str) -> Any:
+        return conn.execute(
+            _SELECT + "WHERE " + _BY_ID, (id_hash(checkpoint_id), checkpoint_id)
+        ).fetchone()
+
+    # -- primitives ------------------------------------------------------------
+
+    def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
+        body = encode_body(checkpoint)  # encoding errors surface before the transaction
+        created = checkpoint.created_at
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT run_key, version FROM runs WHERE run_id = ?", (checkpoint.run_id,)
+            ).fetchone()
+            actual = row[1] if row is not None else 0
+            if actual != expected_version:
+                raise CheckpointConflict(
+                    checkpoint.run_id, expected_version=expected_version, actual_version=actual
+                )
+            if self._find(conn, checkpoint.checkpoint_id) is not None:
+                raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
+            if row is None:
+                run_key = conn.execute(
+                    "INSERT INTO runs (run_id, version) VALUES (?, ?)",
+                    (checkpoint.run_id, checkpoint.version),
+                ).lastrowid
+                assert run_key is not None  # an INSERT always sets it
+            else:
+                run_key = row[0]
+                conn.execute(
+                    "UPDATE runs SET version = ? WHERE run_key = ?", (checkpoint.version, run_key)
+                )
+            conn.execute(
+                "INSERT INTO checkpoints (run_key, version, id_hash, checkpoint_id, parent_id, "
+                "step, kind, created_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_key,
+                    checkpoint.version,
+                    id_hash(checkpoint.checkpoint_id),
+                    checkpoint.checkpoint_id,
+                    self._stored_parent(conn, run_key, checkpoint.version, checkpoint.parent_id),
+                    checkpoint.step,
+                    _KIND_CODES[checkpoint.kind],
+                    None if created == id_time(checkpoint.checkpoint_id) else micros(created),
+                    body,
+                ),
+            )
+
+    def _load(self, checkpoint_id: str) -> Checkpoint:
+        with self._lock:
+            row = self._find(self._conn, checkpoint_id)
+            if row is None:
+                raise CheckpointNotFound(checkpoint_id)
+            return self._rows(self._conn, [row])[0]
+
+    def _chain(self, checkpoint_id: str) -> builtins.list[Checkpoint]:
+        with self._lock:
+            rows = self._conn.execute(_CHAIN, (id_hash(checkpoint_id), checkpoint_id)).fetchall()
+        if not rows:
+            raise CheckpointNotFound(checkpoint_id)
+        return [self._checkpoint(row, {}) for row in rows]
+
+    def _cursor(self, run_id: str, checkpoint_id: str | None) -> int | None:
+        if checkpoint_id is None:
+            return None
+        row = self._find(self._conn, checkpoint_id)
+        if row is None or row[2] != run_id:
+            raise CheckpointNotFound(checkpoint_id, where=f"run {run_id!r}")
+        return int(row[1])
+
+    def _list(
+        self, run_id: str, limit: int | None, before: str | None, after: str | None
+    ) -> builtins.list[Checkpoint]:
+        with self._lock:
+            before_v, after_v = self._cursor(run_id, before), self._cursor(run_id, after)
+            where = ["r.run_id = ?"]
+            params: builtins.list[Any] = [run_id]
+            if before_v is not None:
+                where.append("c.version < ?")
+                params.append(before_v)
+            if after_v is not None:
+                where.append("c.version > ?")
+                params.append(after_v)
+            backwards = limit is not None and before_v is not None and after_v is None
+            sql = _SELECT + "WHERE " + " AND ".join(where)
+            sql += " ORDER BY c.version DESC" if backwards else " ORDER BY c.version"
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(limit)
+            rows = self._conn.execute(sql, params).fetchall()
+            if backwards:
+                rows.reverse()
+            return self._rows(self._conn, rows)
+
+    def _delete(self, checkpoint_id: str) -> bool:
+        with self._transaction() as conn:
+            row = self._find(conn, checkpoint_id)
+            if row is None:
+                return False
+            deleted = self._rows(conn, [row])[0]
+            run_key = conn.execute("SELECT run_key FROM checkpoints WHERE id = ?", (row[0],))
+            run_key = run_key.fetchone()[0]
+            children = [  # those whose parent, stored or implied, is the deleted one
+                child
+                for child in conn.execute(
+                    _SELECT + "WHERE c.run_key = ? AND c.version > ?", (run_key, row[1])
+                ).fetchall()
+                if child[4] == checkpoint_id
+            ]
+            rebased = [
+                (child_row[0], rebased_child(deleted, child, self.load_state))
+                for child_row, child in zip(children, self._rows(conn, children), strict=True)
+            ]
+            conn.execute("DELETE FROM checkpoints WHERE id = ?", (row[0],))
+            for row_id, child in rebased:
+                conn.execute(
+                    "UPDATE checkpoints SET parent_id = ?, kind = ?, body = ? WHERE id = ?",
+                    (
+                        self._stored_parent(conn, run_key, child.version, child.parent_id),
+                        _KIND_CODES[child.kind],
+                        encode_body(child.replace(pending_writes={})),
+                        row_id,
+                    ),
+                )
+            return True
+
+    def _delete_run(self, run_id: str) -> int:
+        with self._transaction() as conn:
+            count = conn.execute(
+                "SELECT count(*) FROM checkpoints c JOIN runs r USING (run_key) WHERE r.run_id = ?",
+                (run_id,),
+            ).fetchone()[0]
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            return int(count)
+
+    def _head(self, run_id: str) -> Checkpoint | None:
+        with self._lock:
+            row = self._conn.execute(
+                _SELECT + "WHERE r.run_id = ? ORDER BY c.version DESC LIMIT 1", (run_id,)
+            ).fetchone()
+            return self._rows(self._conn, [row])[0] if row is not None else None
+
+    def _put_writes(
+        self, run_id: str, checkpoint_id: str, task_id: str, writes: builtins.list[Any]
+    ) -> None:
+        body = encode_writes(writes, checkpoint_id, task_id)
+        with self._transaction() as conn:
+            row = self._find(conn, checkpoint_id)
+            if row is None or row[2] != run_id:
+                raise CheckpointNotFound(checkpoint_id, where=f"run {run_id!r}")
+            head = conn.execute("SELECT version FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row[1] != head[0]:
+                raise CheckpointConflict(run_id, expected_version=row[1], actual_version=head[0])
+            conn.execute(
+                "INSERT OR REPLACE INTO writes (checkpoint, task_id, body) VALUES (?, ?, ?)",
+                (row[0], task_id, body),
+            )
+
+    def _close(self) -> None:
+        with self._lock:
+            self._conn.close()
