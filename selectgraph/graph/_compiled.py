@@ -108,20 +108,27 @@ class CompiledGraph:
             for name, spec in self.nodes.items()
             if isinstance(spec.adapter, FunctionAdapter)
             and not spec.adapter.wants_context
-            and (spec.error_policy or settings.error_policy) is not ErrorPolicy.RETRY
             and not spec.reads
             and spec.timeout is None
         }
         self.direct_calls: Mapping[str, Callable[[GraphState], Any]] = {
             name: adapter.fn for name, adapter in plain.items() if not adapter.is_async
         }
-        """Nodes the runner may call directly: plain sync functions without retries."""
+        """Nodes the runner may call directly: plain sync functions."""
         self.direct_async: Mapping[str, Callable[[GraphState], Any]] = {
             name: adapter.fn for name, adapter in plain.items() if adapter.is_async
         }
-        """Plain async functions without retries, awaited directly by the runner."""
+        """Plain async functions, awaited directly by the runner."""
+        self.retried_directly: frozenset[str] = frozenset(
+            name
+            for name, spec in self.nodes.items()
+            if name in plain and (spec.error_policy or settings.error_policy) is ErrorPolicy.RETRY
+        )
+        """Plain functions under ErrorPolicy.RETRY: called directly, retried after a failure."""
         self.join_points: dict[tuple[str, ...], Any] = {}
         """Fan-out join points found so far, by the branches' start nodes."""
+        self.quick_branches: dict[tuple[str, Any, bool], Any] = {}
+        """Start nodes of branches that need no walk of their own (found on first use)."""
         self.post_dominators: Mapping[Any, set[Any]] | None = None
         """For each node, the nodes every path from it to END passes (computed on first use)."""
 

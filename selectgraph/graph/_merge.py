@@ -64,6 +64,22 @@ class Merger:
             return
         if writes is None:
             self._merge_update(state, update, node, step)
+        elif (
+            not update
+            and not writes.deletions
+            and (not reducers or reducers.keys().isdisjoint(writes.assignments))
+        ):
+            # A node that set keys through its view (the seed's ``state.data[k] = v``),
+            # none of them a reducer field: the same as a plain update of those keys.
+            assignments = writes.assignments
+            if self._schema.fields is not None:
+                self._schema.check_keys(assignments, node=node, step=step)
+            fp = self.fingerprints
+            if fp is None:
+                data.update(assignments)
+            else:
+                fp.assign(data, assignments)
+            self._merge_side_channels(state, output)
         else:
             self._merge_general(state, output, node, step)
 

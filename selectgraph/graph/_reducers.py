@@ -66,6 +66,9 @@ class Reducer:
     """Shown in errors, diagrams and diagnostics."""
     round_trip_idempotent: bool = False
     """Merging a value that is already merged in changes nothing (see subgraph projection)."""
+    concatenates: bool = False
+    """Merging list updates one after another equals merging their concatenation once
+    (a join merges many branches' updates of such a field in one go)."""
 
     def __call__(self, current: Any, update: Any) -> Any:
         """Return the merged value; never mutates ``current`` or ``update``."""
@@ -204,6 +207,8 @@ class _LastWriteWins(Reducer):
 
 class _ListExtend(Reducer):
     """Shared engine path of the reducers whose plan is "extend the list by these items"."""
+
+    concatenates = True
 
     def _current_list(self, current: Any) -> list[Any]:
         if current is MISSING or current is None:

@@ -130,6 +130,21 @@ class EventRecorder:
         """The fan-out branch this recorder's events come from."""
         return self._base[3]
 
+    def base_for(self, branch: BranchRef) -> tuple[Any, ...]:
+        """What :meth:`record_as` needs to tag events with ``branch``, built once per branch."""
+        run_id, graph, namespace, _ = self._base
+        return (run_id, graph, namespace, branch)
+
+    def record_as(
+        self, base: tuple[Any, ...], clock: float, cls: type[GraphEvent], step: int, *values: Any
+    ) -> None:
+        """Like :meth:`record_at`, for a branch that runs without a recorder of its own."""
+        raw = (cls, base, step, clock + self._wall_offset, *values)
+        if self.live:
+            self.emit(_build(raw))
+        else:
+            self._log.append(raw)
+
     def for_branch(self, branch: BranchRef) -> EventRecorder:
         """A recorder for one branch of a fan-out: same trace and listeners, tagged events."""
         run_id, graph, namespace, _ = self._base

@@ -10,6 +10,7 @@ to what it added relative to what its node read, and handed to the join.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from selectgraph._sentinels import END, EndType
@@ -27,7 +28,19 @@ from selectgraph.runtime._run import Run
 if TYPE_CHECKING:
     from selectgraph.runtime._fanout import FanOutPlan
 
-__all__ = ["BranchRun"]
+__all__ = ["BranchRun", "light_state"]
+
+
+def light_state(parent: GraphState, patch: Mapping[str, Any] | None) -> GraphState:
+    """A branch's state before it writes anything: the parent's containers, ``patch`` on top."""
+    state = GraphState.__new__(GraphState)
+    state.data = LayeredData(parent.data, patch) if patch else parent.data
+    state.messages = parent.messages
+    state.history = parent.history
+    state.metadata = parent.metadata
+    state.errors = parent.errors
+    state.current_node = None
+    return state
 
 
 class BranchRun(Run):
@@ -67,16 +80,7 @@ class BranchRun(Run):
         self._direct_calls = {} if not parent.driven_without_loop else graph.direct_calls
         self._direct_async = graph.direct_async
         self._own_state = False
-        parent_state = parent.state
-        state = GraphState.__new__(GraphState)
-        # Until the branch writes to its own state, it reads the parent's containers.
-        state.data = LayeredData(parent_state.data, task.patch) if task.patch else parent_state.data
-        state.messages = parent_state.messages
-        state.history = parent_state.history
-        state.metadata = parent_state.metadata
-        state.errors = parent_state.errors
-        state.current_node = None
-        self.state = state
+        self.state = light_state(parent.state, task.patch)
 
     async def run(self, node: str) -> BranchWrites:
         """Walk from ``node`` to the join point; returns what the branch wrote."""

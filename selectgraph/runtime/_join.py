@@ -92,8 +92,8 @@ def join_branches(
     """
     reducers = schema.reducers
     data = state.data
-    # Reducer updates merge branch by branch; plain writes are settled by the policy.
-    reduced: list[tuple[str, NodeOutput]] = []
+    # Reducer updates merge key by key in branch order; plain writes are settled by the policy.
+    reduced: dict[str, list[tuple[str, Any]]] = {}
     plain: dict[str, list[tuple[str, Any]]] = {}
     messages: list[Any] = []
     metadata: dict[str, Any] = {}
@@ -103,10 +103,11 @@ def join_branches(
         for source, output in branch.outputs:
             update = output.update
             if reducers and not reducers.keys().isdisjoint(update):
-                reduced.append(
-                    (source, NodeOutput({k: v for k, v in update.items() if k in reducers}))
-                )
-                final.update((k, v) for k, v in update.items() if k not in reducers)
+                for key, value in update.items():
+                    if key in reducers:
+                        reduced.setdefault(key, []).append((source, value))
+                    else:
+                        final[key] = value
             else:
                 final.update(update)
             writes = output.writes
@@ -130,13 +131,27 @@ def join_branches(
         else:
             assignments[key] = value
 
-    saved = {
-        key: _copy(data.get(key, MISSING)) for key in {k for _, o in reduced for k in o.update}
-    }
+    # Fields whose reducer only extends a list take all branches' updates in one merge.
+    batched: dict[str, Any] = {}
+    one_by_one: list[tuple[str, str, Any]] = []
+    for key, updates in reduced.items():
+        if reducers[key].concatenates and all(type(value) is list for _, value in updates):
+            batched[key] = (
+                updates[0][1] if len(updates) == 1 else [x for _, value in updates for x in value]
+            )
+        else:
+            one_by_one.extend((source, key, value) for source, value in updates)
+    has_plain = bool(assignments or deletions or messages or metadata or metadata_deleted)
+    merges = bool(batched) + len(one_by_one) + has_plain
+    # Each merge is all-or-nothing; across several, what an earlier one changed is kept
+    # aside so that a failure leaves the state as it was.
+    saved = {key: _copy(data.get(key, MISSING)) for key in reduced} if merges > 1 else {}
     try:
-        for source, output in reduced:
-            merger.merge(state, output, source, step)
-        if assignments or deletions or messages or metadata or metadata_deleted:
+        if batched:
+            merger.merge(state, NodeOutput(batched), node, step)
+        for source, key, value in one_by_one:
+            merger.merge(state, NodeOutput({key: value}), source, step)
+        if has_plain:
             writes = ViewWrites(
                 assignments=assignments,
                 deletions=deletions,
@@ -146,7 +161,7 @@ def join_branches(
             )
             merger.merge(state, NodeOutput(writes=writes), node, step)
     except Exception:
-        # Reducer updates of earlier branches were committed; put those fields back.
+        # Reducer updates merged before the failure were committed; put those fields back.
         for key, value in saved.items():
             if value is MISSING:
                 data.pop(key, None)

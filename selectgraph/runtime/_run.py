@@ -46,7 +46,13 @@ from selectgraph.graph._merge import Merger
 from selectgraph.graph._nodes import NodeContext, NodeSpec
 from selectgraph.graph._output import NodeOutput, read_output
 from selectgraph.graph._parallel import Branches
-from selectgraph.graph._policies import ErrorPolicy, LoopAction, MaxStepsAction, StopReason
+from selectgraph.graph._policies import (
+    ErrorPolicy,
+    LoopAction,
+    MaxStepsAction,
+    RetryPolicy,
+    StopReason,
+)
 from selectgraph.graph._result import GraphResult, NodeResult
 from selectgraph.graph._state import LAST_OUTPUT, GraphState
 from selectgraph.graph._views import StateView
@@ -76,7 +82,7 @@ from selectgraph.runtime._branches import (
     run_on_threads,
 )
 from selectgraph.runtime._fanout import FanOutOptions, FanOutPlan, plan_fanout
-from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches
+from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches, relative_to
 from selectgraph.runtime._retry import is_retryable, retry_after_failure
 
 if TYPE_CHECKING:
@@ -324,10 +330,15 @@ class Run:
                 except (ReducerError, StateValidationError):
                     raise
                 except Exception as exc:
-                    ok = self._handle_failure(spec, visit, exc, started)
-                    goto = None
-                    quiet = True  # a failed node wrote nothing
-                else:
+                    recovered = await self._recover(spec, visit, exc, started)
+                    if type(recovered) is bool:
+                        ok = recovered
+                        goto = None
+                        quiet = True  # a failed node wrote nothing
+                        output = None
+                    else:
+                        output = recovered
+                if output is not None:
                     if fp is None and stall_threshold is not None:
                         quiet = _changes_nothing(output, state.data, reducers)
                     self._complete(spec, output, visit, started)
@@ -445,6 +456,28 @@ class Run:
             finished, NodeFinished, step, name, visit, duration, "success", attempts
         )
 
+    async def _recover(
+        self, spec: NodeSpec, visit: int, exc: Exception, started: float
+    ) -> NodeOutput | bool:
+        """After a node raised: its retries' output, else whether its success edges apply.
+
+        Nodes called directly get their retries here, so the first attempt of a
+        node under ErrorPolicy.RETRY costs what any direct call costs.
+        """
+        if spec.name in self.graph.retried_directly:
+            retry = spec.retry or self.graph.settings.retry
+            if retry.max_retries and is_retryable(retry, exc):
+                try:
+                    return await self._retries(spec, visit, retry, exc)
+                except (ReducerError, StateValidationError):
+                    raise
+                except Exception as last:
+                    exc = last
+        try:
+            return self._handle_failure(spec, visit, exc, started)
+        finally:
+            del exc  # the traceback holds this frame: no cycle through a local
+
     async def _attempt(self, spec: NodeSpec, visit: int) -> NodeOutput:
         policy = spec.error_policy or self.graph.settings.error_policy
         if policy is not ErrorPolicy.RETRY or not spec.adapter.executor_retries:
@@ -457,6 +490,15 @@ class Run:
             if not retry.max_retries or not is_retryable(retry, exc):
                 raise
             first = exc
+        try:
+            return await self._retries(spec, visit, retry, first)
+        finally:
+            del first
+
+    async def _retries(
+        self, spec: NodeSpec, visit: int, retry: RetryPolicy, first: BaseException
+    ) -> NodeOutput:
+        """Attempts 2.. of a node whose first attempt raised ``first`` (retryable)."""
         # tenacity's objects form cycles among themselves: the hooks handed to
         # them must not hold the run (and so its state), only what they use.
         record, step, name = self.recorder.record, self.steps, spec.name
@@ -674,8 +716,13 @@ class Run:
         started = perf_counter()
         runs: list[BranchRun] = []
         single = plan.join is None
+        quick_nodes: list[str] = []
 
         async def run_branch(task: BranchTask) -> BranchWrites:
+            quick = self._quick_call(task.node, plan.join)
+            if quick is not None:
+                quick_nodes.append(task.node)
+                return await self._quick_branch(task, quick, step, plan.join)
             branch = BranchRun(self, task, plan.join, single)
             runs.append(branch)
             return await branch.run(task.node)
@@ -697,6 +744,10 @@ class Run:
                 cancelled.append(task.ref.label)
             else:
                 failed.append((task, outcome))
+        if quick_nodes:
+            for node in quick_nodes:
+                self._visits[node] = self._visits.get(node, 0) + 1
+            self.steps = max(self.steps, step + 1)
         for branch in runs:
             if branch.usage is not NO_USAGE:
                 self.usage = self.usage + branch.usage
@@ -728,6 +779,101 @@ class Run:
         if any(branch.hit_limit for branch in runs):
             return None
         return not (failed and mode == "wait_all"), None
+
+    def _quick_call(self, node: str, join: str | EndType | None) -> tuple[Any, bool] | None:
+        """``(function, is_async)`` when a branch is just one plain function and its join.
+
+        Such a branch needs no walk of its own (the usual Scatter or group member);
+        anything with retries, a timeout, a context, declared reads, a failure
+        route or more nodes after it takes the general path.
+        """
+        cache = self.graph.quick_branches
+        key = (node, join, self.driven_without_loop)
+        if key in cache:
+            return cache[key]  # type: ignore[no-any-return]
+        found: tuple[Any, bool] | None = None
+        spec = self.graph.nodes[node]
+        routes = self.graph.routes[node]
+        static = routes.static_success
+        ends_there = join is None or (
+            static is not None and (static.target is join or static.target is END)
+        )
+        plain = (
+            spec.group is None
+            and spec.max_visits is None
+            and not routes.failure
+            and (spec.error_policy or self.graph.settings.error_policy) is ErrorPolicy.ABORT
+        )
+        if ends_there and plain:
+            if node in self.graph.direct_async:
+                found = (self.graph.direct_async[node], True)
+            elif node in self.graph.direct_calls and self.driven_without_loop:
+                found = (self.graph.direct_calls[node], False)
+        cache[key] = found
+        return found
+
+    async def _quick_branch(
+        self,
+        task: BranchTask,
+        call: tuple[Any, bool],
+        step: int,
+        join: str | EndType | None,
+    ) -> BranchWrites:
+        """A one-node branch of a plain function, run without a walk of its own."""
+        from selectgraph.runtime._branch_run import light_state
+
+        fn, is_async = call
+        ref = task.ref
+        name = task.node
+        spec = self.graph.nodes[name]
+        recorder = self.recorder
+        base = recorder.base_for(ref)
+        visit = self._visits.get(name, 0) + 1
+        state = self.state if task.patch is None else light_state(self.state, task.patch)
+        started = perf_counter()
+        recorder.record_as(base, started, NodeStarted, step + 1, name, visit)
+        view = StateView(state, name)
+        try:
+            raw = (await fn(view)) if is_async else fn(view)
+            if type(raw) is dict and not view.touched and spec.writes is None:
+                output = NodeOutput(raw)
+            else:
+                output = read_output(raw, view, spec)
+                reducers = self.graph.schema.reducers
+                if reducers and output.writes is not None:
+                    relative_to(output, state.data, reducers)
+        except Exception as exc:
+            error = self._node_error(spec, exc)
+            if error is exc:
+                raise
+            raise error from exc
+        written = output.update
+        writes = output.writes
+        if writes is not None and writes.assignments:
+            written = {**writes.assignments, **written}
+        finished = perf_counter()
+        duration = (finished - started) * 1000
+        entry = (
+            name,
+            step + 1,
+            visit,
+            "success",
+            written,
+            written.get(LAST_OUTPUT),
+            None,
+            1,
+            duration,
+            output.usage,
+            output.agent_result,
+        )
+        recorder.record_as(
+            base, finished, NodeFinished, step + 1, name, visit, duration, "success", 1
+        )
+        if join is not None:
+            recorder.record_as(base, finished, EdgeFired, step + 1, name, join, "static", "")
+        if output.usage is not None:
+            self.usage = self.usage + output.usage
+        return BranchWrites(ref.index, ref.label, [(name, output)], [entry])
 
     def _merge_branches(self, plan: FanOutPlan, done: list[BranchWrites]) -> None:
         options = plan.options
