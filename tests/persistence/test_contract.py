@@ -151,6 +151,10 @@ def ids(checkpoints: list[Checkpoint]) -> list[str]:
 # ----------------------------------------------------------------- round trips
 
 
+def test_every_store_implements_the_protocol(harness: Harness) -> None:
+    assert isinstance(harness.store, CheckpointStore)
+
+
 def test_every_value_type_round_trips(harness: Harness) -> None:
     state = rich_state()
     saved = checkpoint(

@@ -1,0 +1,156 @@
+"""FileCheckpointStore: atomic writes, crash recovery and its on-disk layout."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from selectgraph.persistence import (
+    Checkpoint,
+    CheckpointConflict,
+    CheckpointDecodeError,
+    CheckpointNotFound,
+    FileCheckpointStore,
+    _file,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+WHEN = dt.datetime(2026, 11, 23, 3, 0, tzinfo=dt.UTC)
+
+
+def cp(version: int, checkpoint_id: str | None = None) -> Checkpoint:
+    return Checkpoint(
+        run_id="run",
+        checkpoint_id=checkpoint_id or f"c{version}",
+        version=version,
+        step=version,
+        values={"data": {"v": version}},
+        created_at=WHEN,
+    )
+
+
+def fail_on(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Make os.replace raise when it would put ``name`` in place, as a crash there would."""
+    real = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if Path(dst).name == name:
+            raise OSError("simulated crash")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+@pytest.mark.parametrize("crash_at", ["record", "id entry", "HEAD"])
+def test_a_crash_mid_save_leaves_the_previous_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_at: str
+) -> None:
+    store = FileCheckpointStore(tmp_path)
+    store.save(cp(1), expected_version=0)
+    names = {"record": f"{2:012d}.json", "id entry": _file._key("c2"), "HEAD": "HEAD"}
+    with monkeypatch.context() as patch:
+        fail_on(patch, names[crash_at])
+        with pytest.raises(OSError, match="simulated crash"):
+            store.save(cp(2), expected_version=1)
+    # A fresh handle, as after a restart: the run is exactly as before the failed save.
+    reopened = FileCheckpointStore(tmp_path)
+    assert reopened.list("run") == [cp(1)]
+    assert reopened.head("run") == cp(1)
+    assert reopened.load("c1") == cp(1)
+    with pytest.raises(CheckpointNotFound):
+        reopened.load("c2")
+    assert not list(tmp_path.rglob("*.tmp"))  # no temporary file left behind
+    # The next writer, based on the last committed version, goes ahead.
+    reopened.save(cp(2, "c2-again"), expected_version=1)
+    assert [c.checkpoint_id for c in reopened.list("run")] == ["c1", "c2-again"]
+    with pytest.raises(CheckpointNotFound):
+        reopened.load("c2")  # its id entry, if written, now points at another checkpoint
+
+
+def test_a_killed_writer_leaves_every_committed_checkpoint_readable(tmp_path: Path) -> None:
+    spec = {"kind": "file", "target": str(tmp_path / "store")}
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "tests.persistence._worker", "save_forever", json.dumps(spec)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None
+    for _ in range(5):  # let it commit a few, then kill it wherever it is
+        writer.stdout.readline()
+    time.sleep(0.05)
+    writer.send_signal(signal.SIGKILL)
+    writer.communicate(timeout=30)
+    store = FileCheckpointStore(tmp_path / "store")
+    listed = store.list("crash")
+    assert len(listed) >= 5
+    assert [c.version for c in listed] == list(range(1, len(listed) + 1))
+    for checkpoint in listed:
+        assert store.load(checkpoint.checkpoint_id) == checkpoint
+    head = store.head("crash")
+    assert head == listed[-1]
+    with pytest.raises(CheckpointConflict):
+        store.save(cp(head.version).replace(run_id="crash"), expected_version=head.version - 1)
+    store.save(cp(head.version + 1).replace(run_id="crash"), expected_version=head.version)
+
+
+def test_layout_is_one_json_file_per_checkpoint(tmp_path: Path) -> None:
+    store = FileCheckpointStore(tmp_path)
+    store.save(cp(1), expected_version=0)
+    store.save(cp(2), expected_version=1)
+    run_dir = store._run_dir("run")
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        f"{1:012d}.json",
+        f"{2:012d}.json",
+        "HEAD",
+        "LOCK",
+    ]
+    record = json.loads((run_dir / f"{2:012d}.json").read_text())
+    assert record["checkpoint_id"] == "c2"
+    assert json.loads((run_dir / "HEAD").read_text()) == {"run_id": "run", "version": 2}
+    assert repr(store) == f"FileCheckpointStore({str(tmp_path)!r})"
+
+
+def test_run_ids_of_any_form_are_safe_file_names(tmp_path: Path) -> None:
+    store = FileCheckpointStore(tmp_path / "store")
+    for run_id in ("../escape", "a/b", "x" * 1000, "ünï"):
+        store.save(
+            cp(1, f"id-{len(run_id)}-{run_id[:3]}").replace(run_id=run_id), expected_version=0
+        )
+        assert store.head(run_id) is not None
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["ids", "runs"]
+    assert len(list((tmp_path / "store" / "runs").iterdir())) == 4
+
+
+@pytest.mark.parametrize("head", [b"{", b'{"version": "2"}', b"[]"])
+def test_a_malformed_head_file_is_a_decode_error(tmp_path: Path, head: bytes) -> None:
+    store = FileCheckpointStore(tmp_path)
+    store.save(cp(1), expected_version=0)
+    (store._run_dir("run") / "HEAD").write_bytes(head)
+    with pytest.raises(CheckpointDecodeError, match="HEAD"):
+        store.save(cp(2), expected_version=1)
+
+
+def test_malformed_index_and_writes_files_are_decode_errors(tmp_path: Path) -> None:
+    store = FileCheckpointStore(tmp_path)
+    store.save(cp(1), expected_version=0)
+    (tmp_path / "ids" / _file._key("c1")).write_text("garbage")
+    with pytest.raises(CheckpointDecodeError, match="id entry"):
+        store.load("c1")
+    store.save(cp(1, "w1").replace(run_id="w"), expected_version=0)
+    store.put_writes("w", "w1", "task", [1])
+    writes = next((store._run_dir("w") / "writes").rglob("*.json"))
+    writes.write_text('{"task_id": 5}')
+    with pytest.raises(CheckpointDecodeError, match="malformed writes file"):
+        store.load("w1")

@@ -1,0 +1,97 @@
+"""PostgresCheckpointStore: migrations and connections the server dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from selectgraph.persistence import Checkpoint, PostgresCheckpointStore
+from selectgraph.persistence._postgres import SCHEMA_VERSION
+from tests.persistence.conftest import POSTGRES_URL, drop_schema, postgres_or_skip
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    postgres_or_skip()
+    name = f"sg_test_{os.getpid()}_{secrets.token_hex(4)}"
+    yield name
+    drop_schema(name)
+
+
+def cp(version: int) -> Checkpoint:
+    return Checkpoint(
+        run_id="run",
+        checkpoint_id=f"{secrets.token_hex(4)}-{version}",
+        version=version,
+        step=version,
+        values={"data": {"v": version}},
+    )
+
+
+def terminate_pool_connections(application_name: str) -> int:
+    """Kill, from another connection, every server backend the store's pool holds."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (application_name,),
+        ).fetchall()
+    return len(rows)
+
+
+def test_a_connection_the_server_dropped_is_replaced(schema: str) -> None:
+    name = f"sg-test-{secrets.token_hex(4)}"
+    url = f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}application_name={name}"
+    store = PostgresCheckpointStore(url, schema=schema, min_size=2, max_size=2)
+    try:
+        store.save(cp(1), expected_version=0)
+        assert terminate_pool_connections(name) == 2
+        second = cp(2)
+        store.save(second, expected_version=1)  # the pool checks, finds them dead, reconnects
+        assert store.head("run") == second
+        assert asyncio.run(store.ahead("run")) == second
+    finally:
+        store.close()
+    store.close()  # closing twice is harmless
+
+
+async def test_async_use_from_another_loop_and_close(schema: str) -> None:
+    store = PostgresCheckpointStore(POSTGRES_URL, schema=schema)
+    await store.asave(cp(1), expected_version=0)
+    assert len(await store.alist("run")) == 1
+    await store.aclose()
+    await store.aclose()
+
+
+def test_migrations_run_once_and_newer_schemas_are_refused(schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    PostgresCheckpointStore(POSTGRES_URL, schema=schema).close()
+    PostgresCheckpointStore(POSTGRES_URL, schema=schema).close()
+    table = sql.Identifier(schema, "schema_version")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        rows = conn.execute(sql.SQL("SELECT version FROM {}").format(table)).fetchall()
+        assert rows == [(SCHEMA_VERSION,)]
+        conn.execute(sql.SQL("INSERT INTO {} VALUES (%s)").format(table), (SCHEMA_VERSION + 1,))
+    with pytest.raises(RuntimeError, match="upgrade selectgraph"):
+        PostgresCheckpointStore(POSTGRES_URL, schema=schema)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="schema"):
+        PostgresCheckpointStore(POSTGRES_URL, schema="")
+
+
+def test_no_server_fails_fast(refusing_port: int) -> None:
+    import psycopg_pool
+
+    url = f"postgresql://postgres@127.0.0.1:{refusing_port}/test"
+    with pytest.raises(psycopg_pool.PoolTimeout):
+        PostgresCheckpointStore(url, timeout=0.5)
