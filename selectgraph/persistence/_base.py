@@ -16,8 +16,8 @@ __all__ = ["BlockingStore", "Portal", "check_list_args", "check_save", "rebased_
 
 T = TypeVar("T")
 
-MAX_CHAIN: Final = 100_000
-"""A parent chain longer than this is a loop in corrupt records, not a real run."""
+MAX_CHAIN: Final = 10_000
+"""A parent chain longer than this is corrupt records, not a real run (chains are kept short)."""
 
 
 def check_save(checkpoint: Checkpoint, expected_version: int) -> None:
@@ -80,11 +80,15 @@ def rebased_child(
 def walk_chain(checkpoint_id: str, load: Callable[[str], Checkpoint]) -> builtins.list[Checkpoint]:
     """The checkpoints from the nearest snapshot up to ``checkpoint_id``, loaded one by one."""
     chain = [load(checkpoint_id)]
+    seen = {checkpoint_id}
     while chain[-1].kind == "delta":
         parent = chain[-1].parent_id
         assert parent is not None  # a delta always has one (Checkpoint checks)
-        if len(chain) > MAX_CHAIN:
-            raise CheckpointDecodeError(chain[-1].checkpoint_id, "parent_id", "parent loop")
+        if parent in seen or len(chain) > MAX_CHAIN:
+            raise CheckpointDecodeError(
+                chain[-1].checkpoint_id, "parent_id", f"its parent {parent!r} leads back to itself"
+            )
+        seen.add(parent)
         try:
             chain.append(load(parent))
         except CheckpointNotFound as exc:

@@ -84,7 +84,7 @@ _QUERIES: Final = {
             UNION ALL
             SELECT c.checkpoint_id, c.parent_id, c.kind, chain.depth + 1
             FROM {{schema}}.checkpoints c JOIN chain ON c.checkpoint_id = chain.parent_id
-            WHERE chain.kind = 1 AND chain.depth < 100000
+            WHERE chain.kind = 1 AND chain.depth < 10000
         )
         SELECT {_COLUMNS} FROM chain JOIN {{schema}}.checkpoints c USING (checkpoint_id)
         ORDER BY chain.depth DESC""",

@@ -103,7 +103,7 @@ WITH RECURSIVE chain (id, parent, kind, depth) AS (
     SELECT c.id, {_PARENT}, c.kind, chain.depth + 1
     FROM checkpoints c JOIN chain ON c.id_hash = id_hash(chain.parent)
         AND c.checkpoint_id = chain.parent
-    WHERE chain.kind = 1 AND chain.depth < 100000
+    WHERE chain.kind = 1 AND chain.depth < 10000
 )
 SELECT {_COLUMNS}
 FROM chain JOIN checkpoints c ON c.id = chain.id JOIN runs r ON r.run_key = c.run_key

@@ -230,6 +230,7 @@ def test_list_is_in_creation_order_with_limit_and_cursors(harness: Harness) -> N
     assert store.list("run") == saved
     assert ids(store.list("run", limit=2)) == every[:2]
     assert ids(store.list("run", limit=0)) == []
+    assert ids(store.list("run", before=every[3], limit=0)) == []
     assert ids(store.list("run", after=every[1])) == every[2:]
     assert ids(store.list("run", after=every[1], limit=2)) == every[2:4]
     assert ids(store.list("run", before=every[4])) == every[:4]
@@ -515,6 +516,27 @@ def test_a_malformed_delta_raises_decode_error_naming_the_part(harness: Harness)
         harness.store.load_state("bad-delta")
     assert caught.value.checkpoint_id == "bad-delta"
     assert caught.value.path == "values.set[0]"
+
+
+def test_a_parent_loop_raises_decode_error(harness: Harness) -> None:
+    for version, (me, parent) in enumerate([("x", "y"), ("y", "x")], start=1):
+        looped = Checkpoint(
+            run_id="r",
+            checkpoint_id=me,
+            parent_id=parent,
+            version=version,
+            step=version,
+            kind="delta",
+            values={},
+        )
+        harness.store.save(looped, expected_version=version - 1)
+    with pytest.raises(CheckpointDecodeError):
+        harness.store.load_state("y")
+
+
+def test_save_wants_a_checkpoint(harness: Harness) -> None:
+    with pytest.raises(TypeError, match="expected a Checkpoint"):
+        harness.store.save({"run_id": "r"}, expected_version=0)  # type: ignore[arg-type]
 
 
 def test_a_delta_whose_parent_is_missing_raises_decode_error(harness: Harness) -> None:
