@@ -214,7 +214,7 @@ class FileCheckpointStore(BlockingStore):
                 raise CheckpointConflict(
                     checkpoint.run_id, expected_version=expected_version, actual_version=actual
                 )
-            if self._locate(checkpoint.checkpoint_id) is not None:
+            if self._stored(checkpoint.checkpoint_id) is not None:
                 raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
             version = checkpoint.version
             _write_atomic(self._record_path(run_dir, version), record)
@@ -233,10 +233,17 @@ class FileCheckpointStore(BlockingStore):
             raise CheckpointNotFound(checkpoint_id)
         return checkpoint
 
+    def _stored(self, checkpoint_id: str) -> tuple[Path, int] | None:
+        """Like :meth:`_locate`, but only if the file there still holds this checkpoint."""
+        place = self._locate(checkpoint_id)
+        if place is None or self._read(*place, checkpoint_id) is None:
+            return None
+        return place
+
     def _cursor(self, run_id: str, checkpoint_id: str | None) -> int | None:
         if checkpoint_id is None:
             return None
-        place = self._locate(checkpoint_id)
+        place = self._stored(checkpoint_id)
         if place is None or place[0] != self._run_dir(run_id):
             raise CheckpointNotFound(checkpoint_id, where=f"run {run_id!r}")
         return place[1]

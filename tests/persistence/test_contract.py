@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import json
 import math
+import signal
 import subprocess
 import sys
 import uuid
@@ -440,6 +441,38 @@ def test_two_processes_racing_exactly_one_wins(durable: Harness, tmp_path: Path)
     assert head.checkpoint_id == f"racer-{winner}"
     assert head.values == {"data": {"winner": winner}}
     assert ids(store.list("race")) == ["first", f"racer-{winner}"]
+
+
+def test_a_writer_killed_mid_save_leaves_every_committed_checkpoint(durable: Harness) -> None:
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.persistence._worker",
+            "save_forever",
+            json.dumps(durable.spec),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None
+    committed = [int(writer.stdout.readline()) for _ in range(5)]
+    writer.send_signal(signal.SIGKILL)  # wherever it is: most likely inside a save
+    writer.communicate(timeout=30)
+    store = durable.reopen()
+    listed = store.list("crash")
+    assert len(listed) >= committed[-1]  # everything reported as saved is there
+    assert [c.version for c in listed] == list(range(1, len(listed) + 1))
+    for saved in listed:
+        assert store.load(saved.checkpoint_id) == saved
+        assert store.load_state(saved.checkpoint_id) == saved.values
+    head = store.head("crash")
+    assert head == listed[-1]
+    # The run goes on from its last committed version, and only from there.
+    with pytest.raises(CheckpointConflict):
+        store.save(checkpoint("crash", head.version), expected_version=head.version - 1)
+    store.save(checkpoint("crash", head.version + 1), expected_version=head.version)
 
 
 # ------------------------------------------------------------ pending writes

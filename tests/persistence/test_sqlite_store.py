@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -50,27 +47,6 @@ def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(RuntimeError, match="upgrade selectgraph"):
         SQLiteCheckpointStore(path)
-
-
-def test_a_killed_writer_leaves_every_committed_checkpoint_readable(tmp_path: Path) -> None:
-    spec = {"kind": "sqlite", "target": str(tmp_path / "c.db")}
-    writer = subprocess.Popen(
-        [sys.executable, "-m", "tests.persistence._worker", "save_forever", json.dumps(spec)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert writer.stdout is not None
-    committed = [int(writer.stdout.readline()) for _ in range(5)]
-    writer.send_signal(signal.SIGKILL)
-    writer.communicate(timeout=30)
-    store = SQLiteCheckpointStore(tmp_path / "c.db")
-    listed = store.list("crash")
-    assert len(listed) >= committed[-1]  # everything reported as saved is there
-    assert [c.version for c in listed] == list(range(1, len(listed) + 1))
-    for checkpoint in listed:
-        assert store.load_state(checkpoint.checkpoint_id) == checkpoint.values
-    store.close()
 
 
 def test_storage_grows_linearly_with_steps(tmp_path: Path) -> None:
