@@ -2,15 +2,31 @@
 
 Implements the subset of the conformance-adapter directive vocabulary the
 graph-engine fixtures use (state schemas, node behaviour, static and
-conditional edges, subgraph projection, compile errors and warnings). Any
-directive outside it raises ``fixture_directive_unknown`` so that nothing is
-silently skipped.
+conditional edges, subgraph projection, fan-out and parallel-branches nodes,
+recording observers, compile errors and warnings). Any directive outside it
+raises ``fixture_directive_unknown`` so that nothing is silently skipped.
+
+A fixture's composite nodes are built from selectgraph's own parallel API, and
+the events they produce are read back as OpenArmature node events:
+
+- ``fan_out`` node ``F``: a node ``F`` whose router returns one
+  ``Scatter("F::instance", {item})`` per item; ``F::instance`` is the
+  subgraph behind an input/output mapping; the branches join at ``F::join``,
+  which hands the collected values, merged in instance-index order, to the
+  target field's reducer. OpenArmature's ``F`` pair is ``F``'s start and
+  ``F::join``'s finish.
+- ``parallel_branches`` node ``P``: a parallel group ``P`` whose members are
+  subgraph nodes named after the branches, each with its ``outputs`` mapping.
+- Subgraph nodes (and the two above) fire no node events of their own in
+  OpenArmature: their inner nodes do, with the namespace extended.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,7 +34,9 @@ import yaml
 from pydantic import BaseModel, Field, create_model
 
 import selectgraph as sg
-from selectgraph import END, AgentGraph, GraphState
+from selectgraph import END, AgentGraph, GraphEvent, GraphState, Scatter
+from selectgraph.graph import FailureMode
+from selectgraph.observe import NodeFinished, NodeRetried, NodeStarted
 
 ADAPTER_VERSION = (0, 48, 0)
 """The conformance-adapter spec version this adapter targets."""
@@ -41,10 +59,39 @@ _CASE_KEYS = frozenset(
         "subgraphs",
         "graph",
         "conformance_version",
+        "observers",
     }
 )
 _NODE_BEHAVIOURS = frozenset({"update", "update_pure", "update_from_field", "raises"})
 _SUBGRAPH_KEYS = frozenset({"subgraph", "inputs", "outputs", "projects_in", "projects_out"})
+_FAN_OUT_KEYS = frozenset(
+    {
+        "subgraph",
+        "items_field",
+        "count",
+        "item_field",
+        "collect_field",
+        "target_field",
+        "error_policy",
+        "concurrency",
+        "concurrent_mode",
+    }
+)
+_ERROR_POLICIES: dict[str, FailureMode] = {"fail_fast": "fail_all", "collect": "wait_all"}
+"""OpenArmature fan-out / branch error policies and the selectgraph failure modes they are."""
+SEPARATOR = "::"
+"""Joins a fixture node's name to the role of a node the adapter adds for it."""
+LATER = {
+    "invoke_drain_events_for": (
+        "drain_events_for() and observer delivery queues (graph-engine §6 per-invocation "
+        "drain) come in issue 10"
+    ),
+    "accumulate": (
+        "accumulate observers need per-invocation_id buckets read through drain_events_for() "
+        "(graph-engine §6), which come in issue 10"
+    ),
+}
+"""Directives for features selectgraph does not have yet, and why."""
 
 
 class AdapterError(Exception):
@@ -137,8 +184,14 @@ def _reducer(spec: Any) -> sg.Reducer:
     raise AdapterError("fixture_schema_invalid", f"reducer {spec!r}")
 
 
-def build_schema(name: str, state: dict[str, Any]) -> type[BaseModel]:
-    """A Pydantic model for ``state.fields``, reducers declared with Annotated."""
+def build_schema(
+    name: str, state: dict[str, Any], extra: Mapping[str, Any] | None = None
+) -> type[BaseModel]:
+    """A Pydantic model for ``state.fields``, reducers declared with Annotated.
+
+    ``extra`` adds fields the adapter itself needs (a fan-out's item and
+    collected values), given as Pydantic field definitions.
+    """
     fields: dict[str, Any] = {}
     for field_name, spec in (state.get("fields") or {}).items():
         unknown = set(spec) - {"type", "default", "reducer", "alt_reducer"}
@@ -156,6 +209,10 @@ def build_schema(name: str, state: dict[str, Any]) -> type[BaseModel]:
             )
         else:
             fields[field_name] = (annotation, ...)
+    for field_name, definition in (extra or {}).items():
+        if field_name in fields:
+            raise AdapterError("fixture_schema_invalid", f"state field {field_name!r} is reserved")
+        fields[field_name] = definition
     return create_model(f"{name}_state", **fields)
 
 
@@ -163,6 +220,8 @@ def build_schema(name: str, state: dict[str, Any]) -> type[BaseModel]:
 def _node_function(name: str, spec: dict[str, Any]) -> Any:
     behaviours = [key for key in spec if key in _NODE_BEHAVIOURS]
     unknown = set(spec) - _NODE_BEHAVIOURS
+    for key in unknown & LATER.keys():
+        raise AdapterError("fixture_directive_unknown", f"node {name!r}: {LATER[key]}")
     if unknown:
         raise AdapterError("fixture_directive_unknown", f"node {name!r} has {sorted(unknown)}")
 
@@ -185,16 +244,197 @@ def _node_function(name: str, spec: dict[str, Any]) -> Any:
     return node
 
 
-def build_graph(
-    name: str, graph: dict[str, Any], subgraphs: Mapping[str, AgentGraph]
-) -> AgentGraph:
-    """The AgentGraph a fixture graph block describes."""
-    result = AgentGraph(
-        name, state_schema=build_schema(name, graph.get("state") or {}), strict_entry=True
+# ---------------------------------------------------------------- layout
+@dataclass
+class Layout:
+    """What the adapter built for each fixture node, to read events back in fixture terms.
+
+    Keys are ``(graph name, node name)`` as selectgraph's events carry them.
+    """
+
+    roles: dict[tuple[str, str], str] = field(default_factory=dict)
+    """``"subgraph"``, ``"instance"`` or ``"member"`` (nodes OpenArmature gives no events),
+    ``"dispatch"`` (a fan-out's start) or ``"join"`` (its finish); plain nodes are absent."""
+    boundaries: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
+    """A namespace segment the adapter named -> ``(fixture segment, kind, branch name)``,
+    ``kind`` being ``"fan_out"`` or ``"branch"``; segments not listed are plain subgraphs."""
+
+    def add_boundary(self, segment: str, entry: tuple[str, str, str | None]) -> None:
+        """Record ``segment``; the same name standing for two boundaries is ambiguous."""
+        if self.boundaries.setdefault(segment, entry) != entry:
+            raise AdapterError("fixture_schema_invalid", f"node name {segment!r} used twice")
+
+    def fixture_name(self, graph: str, node: str) -> str:
+        """The fixture node a selectgraph node stands for."""
+        if self.roles.get((graph, node)) == "join":
+            return node[: -len(SEPARATOR + "join")]
+        return node
+
+    def execution_order(self, graph: str, node_order: Sequence[str]) -> list[str]:
+        """``node_order`` of ``graph`` as the fixture names its nodes."""
+        hidden = {"instance", "member", "join"}
+        return [n for n in node_order if self.roles.get((graph, n)) not in hidden]
+
+
+class _Reset:
+    """Written to a fan-out's collected-values field by its join: start over next time."""
+
+    __slots__ = ()
+
+
+_RESET = _Reset()
+
+
+def _collect_values(current: Any, update: Any) -> Any:
+    """One instance's collected value appended; the join's reset empties the list."""
+    if update is _RESET:
+        return []
+    return [*(current or []), update]
+
+
+_collect: sg.Reducer = sg.reducer(_collect_values, name="collect_instances")
+
+
+def _fan_out_fields(node: str) -> tuple[str, str]:
+    """The hidden fields a fan-out node uses: the instance's item and the collected values."""
+    return f"fanout_{node}_item", f"fanout_{node}_collected"
+
+
+def _add_fan_out(
+    graph: AgentGraph,
+    name: str,
+    spec: dict[str, Any],
+    built: Mapping[str, AgentGraph],
+    layout: Layout,
+) -> None:
+    unknown = set(spec) - _FAN_OUT_KEYS
+    if unknown:
+        raise AdapterError("fixture_directive_unknown", f"fan_out {name!r} has {sorted(unknown)}")
+    child = built.get(spec["subgraph"])
+    if child is None:
+        raise AdapterError("fixture_schema_invalid", f"no subgraph {spec['subgraph']!r}")
+    if ("items_field" in spec) == ("count" in spec):
+        raise AdapterError("fixture_schema_invalid", f"fan_out {name!r}: items_field or count")
+    item_field, collected = _fan_out_fields(name)
+    instance, join = name + SEPARATOR + "instance", name + SEPARATOR + "join"
+    mode = _ERROR_POLICIES.get(spec.get("error_policy", "fail_fast"))
+    if mode is None:
+        raise AdapterError("fixture_directive_unknown", f"error_policy {spec['error_policy']!r}")
+    limit = spec.get("concurrency")
+    if spec.get("concurrent_mode") == "serial":
+        limit = 1
+    elif spec.get("concurrent_mode") not in (None, "concurrent"):
+        raise AdapterError(
+            "fixture_directive_unknown", f"concurrent_mode {spec['concurrent_mode']!r}"
+        )
+    items_field, target = spec.get("items_field"), spec["target_field"]
+    count = int(spec.get("count", 0))
+
+    def route(state: GraphState) -> Any:
+        items = state[items_field] if items_field is not None else range(count)
+        return [Scatter(instance, {item_field: item}) for item in items] or join
+
+    def collect(state: GraphState) -> dict[str, Any]:
+        # The join merged each instance's value in instance-index order; the
+        # target field's reducer takes them as one update (pipeline-utilities §9.3).
+        return {target: list(state[collected]), collected: _RESET}
+
+    graph.add_node(name, lambda state: {})
+    input_map = {item_field: spec["item_field"]} if items_field is not None else {}
+    graph.add_subgraph(
+        instance, child, input_map=input_map, output_map={spec["collect_field"]: collected}
     )
-    for node_name, spec in (graph.get("nodes") or {}).items():
-        spec = spec or {}
-        if "subgraph" in spec:
+    graph.add_node(join, collect)
+    graph.add_conditional_edge(
+        name,
+        route,
+        failure_mode=mode,
+        max_concurrency=limit,
+    )
+    graph.add_edge(instance, join)
+    layout.roles.update(
+        {
+            (graph.name, name): "dispatch",
+            (graph.name, instance): "instance",
+            (graph.name, join): "join",
+        }
+    )
+    layout.add_boundary(instance, (name, "fan_out", None))
+
+
+def _add_parallel_branches(
+    graph: AgentGraph,
+    name: str,
+    spec: dict[str, Any],
+    built: Mapping[str, AgentGraph],
+    layout: Layout,
+) -> None:
+    unknown = set(spec) - {"branches", "error_policy"}
+    if unknown:
+        raise AdapterError("fixture_directive_unknown", f"parallel_branches has {sorted(unknown)}")
+    mode = _ERROR_POLICIES.get(spec.get("error_policy", "fail_fast"))
+    if mode is None:
+        raise AdapterError("fixture_directive_unknown", f"error_policy {spec['error_policy']!r}")
+    for branch, branch_spec in spec["branches"].items():
+        unknown = set(branch_spec) - {"subgraph", "outputs"}
+        if unknown:
+            raise AdapterError(
+                "fixture_directive_unknown", f"branch {branch!r} has {sorted(unknown)}"
+            )
+        child = built.get(branch_spec["subgraph"])
+        if child is None:
+            raise AdapterError("fixture_schema_invalid", f"no subgraph {branch_spec['subgraph']!r}")
+        outputs = branch_spec.get("outputs")
+        # The member node is named after the branch, so the branch's name is
+        # what selectgraph reports as the branch name.
+        graph.add_subgraph(
+            branch,
+            child,
+            output_map={c: p for p, c in outputs.items()} if outputs is not None else None,
+        )
+        layout.roles[(graph.name, branch)] = "member"
+        layout.add_boundary(branch, (name, "branch", branch))
+    graph.add_parallel_nodes(name, list(spec["branches"]), failure_mode=mode)
+
+
+def build_graph(
+    name: str,
+    graph: dict[str, Any],
+    subgraphs: Mapping[str, AgentGraph],
+    layout: Layout | None = None,
+    observers: Sequence[Callable[[GraphEvent], None]] = (),
+) -> AgentGraph:
+    """The AgentGraph a fixture graph block describes (``layout`` learns what was built)."""
+    layout = layout if layout is not None else Layout()
+    nodes = {n: spec or {} for n, spec in (graph.get("nodes") or {}).items()}
+    extra: dict[str, Any] = {}
+    for node_name, spec in nodes.items():
+        if SEPARATOR in node_name:
+            raise AdapterError(
+                "fixture_schema_invalid", f"node name {node_name!r} has {SEPARATOR!r}"
+            )
+        if "fan_out" in spec:
+            item_field, collected = _fan_out_fields(node_name)
+            extra[item_field] = (Any, None)
+            extra[collected] = (Annotated[list[Any], _collect], Field(default_factory=list))
+    result = AgentGraph(
+        name,
+        state_schema=build_schema(name, graph.get("state") or {}, extra),
+        strict_entry=True,
+        observers=observers,
+    )
+    fan_outs = set()
+    for node_name, spec in nodes.items():
+        if "fan_out" in spec or "parallel_branches" in spec:
+            key = "fan_out" if "fan_out" in spec else "parallel_branches"
+            if set(spec) != {key}:
+                raise AdapterError("fixture_directive_unknown", f"{key} node has {sorted(spec)}")
+            if key == "fan_out":
+                _add_fan_out(result, node_name, spec[key], subgraphs, layout)
+                fan_outs.add(node_name)
+            else:
+                _add_parallel_branches(result, node_name, spec[key], subgraphs, layout)
+        elif "subgraph" in spec:
             unknown = set(spec) - _SUBGRAPH_KEYS
             if unknown:
                 raise AdapterError("fixture_directive_unknown", f"subgraph node has {unknown}")
@@ -212,9 +452,12 @@ def build_graph(
                 projects_in=spec.get("projects_in"),
                 projects_out=spec.get("projects_out"),
             )
+            layout.roles[(name, node_name)] = "subgraph"
         else:
             result.add_node(node_name, _node_function(node_name, spec))
     for edge in graph.get("edges") or []:
+        if edge.get("from") in fan_outs:  # a fan-out node moves on once its instances joined
+            edge = {**edge, "from": edge["from"] + SEPARATOR + "join"}
         _add_edge(result, edge)
     if graph.get("entry") is not None:
         result.set_entry(graph["entry"])
@@ -236,20 +479,29 @@ def _add_edge(graph: AgentGraph, edge: dict[str, Any]) -> None:
     unknown = set(condition) - {"if_field", "equals", "then", "else"}
     if unknown:
         raise AdapterError("fixture_directive_unknown", f"condition keys {sorted(unknown)}")
-    field, expected = condition["if_field"], condition["equals"]
+    field_name, expected = condition["if_field"], condition["equals"]
     then, otherwise = _target(condition["then"]), _target(condition["else"])
 
     def route(state: GraphState) -> Any:
-        return then if state[field] == expected else otherwise
+        return then if state[field_name] == expected else otherwise
 
     graph.add_conditional_edge(edge["from"], route)
 
 
-def build_case(case: dict[str, Any]) -> AgentGraph:
-    """The graph of one case (``graph:`` block or top-level keys), subgraphs included."""
+def build_case(
+    case: dict[str, Any],
+    layout: Layout | None = None,
+    observers: Sequence[Callable[[GraphEvent], None]] = (),
+) -> AgentGraph:
+    """The graph of one case (``graph:`` block or top-level keys), subgraphs included.
+
+    ``observers`` are attached to the outermost graph; ``layout`` records what
+    the adapter built, for :func:`node_events`.
+    """
     unknown = set(case) - _CASE_KEYS
     if unknown:
         raise AdapterError("fixture_directive_unknown", f"{sorted(unknown)}")
+    layout = layout if layout is not None else Layout()
     body = case.get("graph", case)
     declared: dict[str, Any] = {}
     for source in (case, body):
@@ -260,10 +512,260 @@ def build_case(case: dict[str, Any]) -> AgentGraph:
     built: dict[str, AgentGraph] = {}
     for sub_name, spec in declared.items():
         spec = {k: v for k, v in spec.items() if k != "name"}
-        built[sub_name] = build_graph(sub_name, spec, built)
-    return build_graph(case.get("name", "fixture"), body, built)
+        built[sub_name] = build_graph(sub_name, spec, built, layout)
+    return build_graph(case.get("name", "fixture"), body, built, layout, observers)
 
 
 def state_subset(state: GraphState, expected: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of ``state.data`` the fixture asserts on (and whether any are missing)."""
     return {key: state.data.get(key, "<missing>") for key in expected}
+
+
+# ------------------------------------------------------------------ observers
+@dataclass
+class RecordingObserver:
+    """A fixture's ``record`` observer (conformance-adapter §6.1): every event, in order."""
+
+    name: str
+    phases: frozenset[str] = frozenset({"started", "completed"})
+    events: list[GraphEvent] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __call__(self, event: GraphEvent) -> None:
+        # Branches of a run without an event loop deliver from worker threads.
+        with self._lock:
+            self.events.append(event)
+
+
+def observers_of(case: dict[str, Any]) -> tuple[list[RecordingObserver], list[RecordingObserver]]:
+    """The case's observers: ``(graph-attached, per-invocation)``, outermost graph only."""
+    attached: list[RecordingObserver] = []
+    per_run: list[RecordingObserver] = []
+    for spec in case.get("observers") or []:
+        unknown = set(spec) - {
+            "name",
+            "attach",
+            "target",
+            "behavior",
+            "phases",
+            "sleep_ms_per_event",
+        }
+        if unknown:
+            raise AdapterError("fixture_directive_unknown", f"observer keys {sorted(unknown)}")
+        behaviour = spec.get("behavior")
+        if behaviour in LATER:
+            raise AdapterError(
+                "fixture_directive_unknown", f"observer {spec['name']!r}: {LATER[behaviour]}"
+            )
+        if behaviour != "record":
+            raise AdapterError("fixture_directive_unknown", f"observer behavior {behaviour!r}")
+        if "sleep_ms_per_event" in spec:
+            raise AdapterError("fixture_directive_unknown", LATER["invoke_drain_events_for"])
+        if spec.get("target") != "outer":
+            raise AdapterError(
+                "fixture_directive_unknown", f"observer target {spec.get('target')!r} (not outer)"
+            )
+        phases = frozenset(spec.get("phases") or ("started", "completed"))
+        observer = RecordingObserver(spec["name"], phases)
+        if spec.get("attach") == "graph":
+            attached.append(observer)
+        elif spec.get("attach") == "invocation":
+            per_run.append(observer)
+        else:
+            raise AdapterError(
+                "fixture_directive_unknown", f"observer attach {spec.get('attach')!r}"
+            )
+    return attached, per_run
+
+
+def node_events(events: Sequence[GraphEvent], layout: Layout) -> list[dict[str, Any]]:
+    """selectgraph's events as OpenArmature node events (graph-engine §6), in order.
+
+    Each is a mapping with ``phase``, ``node_name``, ``namespace``,
+    ``attempt_index``, ``fan_out_index_chain`` and ``branch_name_chain``, plus
+    ``fan_out_index`` / ``branch_name`` only when present (absent otherwise).
+    One selectgraph node run is one OpenArmature attempt pair per attempt: a
+    retry closes the failed attempt and starts the next.
+    """
+    result: list[dict[str, Any]] = []
+    for event in events:
+        if isinstance(event, NodeStarted):
+            phases = [("started", 0)]
+        elif isinstance(event, NodeRetried):
+            phases = [("completed", event.attempt - 1), ("started", event.attempt)]
+        elif isinstance(event, NodeFinished):
+            phases = [("completed", event.attempts - 1)]
+        else:
+            continue
+        role = layout.roles.get((event.graph, event.node))
+        if role in ("subgraph", "instance", "member"):
+            continue  # composite nodes: only their inner nodes fire events
+        if role == "dispatch":
+            phases = [p for p in phases if p[0] == "started"]
+        elif role == "join":
+            phases = [p for p in phases if p[0] == "completed"]
+        for phase, attempt in phases:
+            result.append(_node_event(event, layout, phase, attempt))
+    return result
+
+
+def _node_event(event: Any, layout: Layout, phase: str, attempt: int) -> dict[str, Any]:
+    refs = list(event.branch.chain) if event.branch is not None else []
+    namespace: list[str] = []
+    indices: list[int | None] = []
+    names: list[str | None] = []
+    for segment in event.namespace:
+        boundary = layout.boundaries.get(segment)
+        if boundary is None:  # a plain subgraph boundary
+            namespace.append(segment)
+            indices.append(None)
+            names.append(None)
+            continue
+        source, kind, branch = boundary
+        if not refs or refs[0].source != source:
+            raise AssertionError(
+                f"event {event!r}: segment {segment!r} entered {source!r}'s {kind}, "
+                f"but its branch chain is {event.branch!r}"
+            )
+        ref = refs.pop(0)
+        namespace.append(source)
+        if kind == "fan_out":
+            indices.append(ref.index)
+            names.append(None)
+        else:
+            if ref.name != branch:
+                raise AssertionError(f"event {event!r}: branch {ref.name!r}, expected {branch!r}")
+            indices.append(None)
+            names.append(branch)
+    if refs:
+        raise AssertionError(f"event {event!r}: branches {refs!r} match no namespace segment")
+    out: dict[str, Any] = {
+        "phase": phase,
+        "node_name": layout.fixture_name(event.graph, event.node),
+        "namespace": [*namespace, layout.fixture_name(event.graph, event.node)],
+        "attempt_index": attempt,
+        "fan_out_index_chain": indices,
+        "branch_name_chain": names,
+    }
+    # The scalars are the innermost (deepest non-null) chain entries.
+    index = next((i for i in reversed(indices) if i is not None), None)
+    if index is not None:
+        out["fan_out_index"] = index
+    name = next((n for n in reversed(names) if n is not None), None)
+    if name is not None:
+        out["branch_name"] = name
+    return out
+
+
+# ---------------------------------------------------------------- invariants
+def _identity(event: dict[str, Any], chains: bool = False) -> tuple[Any, ...]:
+    """An event's source identity (graph-engine §6); absent scalars are a slot of their own."""
+    key: tuple[Any, ...] = (
+        tuple(event["namespace"]),
+        event.get("fan_out_index", "<absent>"),
+        event.get("branch_name", "<absent>"),
+        event["attempt_index"],
+        event["phase"],
+    )
+    if chains:
+        key += (tuple(event["fan_out_index_chain"]), tuple(event["branch_name_chain"]))
+    return key
+
+
+def _innermost_matches(events: list[dict[str, Any]]) -> bool:
+    return all(
+        e.get("fan_out_index")
+        == next((i for i in reversed(e["fan_out_index_chain"]) if i is not None), None)
+        for e in events
+    )
+
+
+def _chains(events: list[dict[str, Any]], key: str) -> set[tuple[Any, ...]]:
+    return {tuple(e[key]) for e in events}
+
+
+def _scalar_collides(events: list[dict[str, Any]]) -> bool:
+    return len({_identity(e) for e in events}) < len({_identity(e, chains=True) for e in events})
+
+
+_PER_NODE: dict[str, Callable[[list[dict[str, Any]], Any], bool]] = {
+    # Longest suffixes first: a shorter one may end a longer one.
+    "scalar_fan_out_index_not_unique_across_outer_instances": lambda evs, _: _scalar_collides(evs),
+    "scalar_fan_out_index_equals_innermost_chain_element": lambda evs, _: _innermost_matches(evs),
+    "event_identities_unique_by_chain": lambda evs, _: (
+        len({_identity(e, chains=True) for e in evs}) == len(evs)
+    ),
+    "fan_out_index_chains_seen": lambda evs, want: (
+        _chains(evs, "fan_out_index_chain") == {tuple(c) for c in want}
+    ),
+    "branch_name_chains_seen": lambda evs, want: (
+        _chains(evs, "branch_name_chain") == {tuple(c) for c in want}
+    ),
+    "fan_out_index_chain_empty": lambda evs, _: all(e["fan_out_index_chain"] == [] for e in evs),
+    "scalar_branch_name_absent": lambda evs, _: all("branch_name" not in e for e in evs),
+    "fan_out_index_absent": lambda evs, _: all("fan_out_index" not in e for e in evs),
+    "events_count": lambda evs, want: len(evs) == want,
+}
+"""Per-node predicates ``<node>[_node]_<suffix>`` (conformance-adapter §5.9, fixture 039)."""
+
+
+def _inner(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events from nodes inside a fan-out instance or a parallel branch."""
+    return [e for e in events if "fan_out_index" in e or "branch_name" in e]
+
+
+_INNER: dict[str, Callable[[list[dict[str, Any]], Any], bool]] = {
+    "inner_event_count": lambda evs, want: len(_inner(evs)) == want,
+    "inner_fan_out_indices_seen": lambda evs, want: (
+        {e["fan_out_index"] for e in _inner(evs) if "fan_out_index" in e} == set(want)
+    ),
+    "inner_branch_names_seen": lambda evs, want: (
+        {e["branch_name"] for e in _inner(evs) if "branch_name" in e} == set(want)
+    ),
+    "inner_attempt_indices_seen": lambda evs, want: (
+        {e["attempt_index"] for e in _inner(evs)} == set(want)
+    ),
+    "inner_event_identities_unique": lambda evs, want: (
+        (len({_identity(e) for e in _inner(evs)}) == len(_inner(evs))) == want
+    ),
+    "outermost_events_have_no_branch_name": lambda evs, want: all(
+        (mine := [e for e in evs if e["namespace"] == [node]])
+        and all("branch_name" not in e for e in mine)
+        for node in want["nodes"]
+    ),
+    "inner_events_carry_correct_branch_name": lambda evs, want: all(
+        (mine := [e for e in evs if e["node_name"] == node])
+        and all(e.get("branch_name") == branch for e in mine)
+        for node, branch in want.items()
+    ),
+}
+"""Predicates over the whole event stream (conformance-adapter §5.9, fixtures 017 and 021)."""
+
+
+def failed_invariants(events: list[dict[str, Any]], predicates: Mapping[str, Any]) -> list[str]:
+    """The names of ``predicates`` that do not hold on ``events`` (empty when all hold).
+
+    Raises:
+        AdapterError: a predicate this adapter does not know.
+    """
+    nodes = {e["node_name"] for e in events}
+    failed = []
+    for name, want in predicates.items():
+        check = _INNER.get(name)
+        if not (check(events, want) if check is not None else _per_node(name, want, events, nodes)):
+            failed.append(name)
+    return failed
+
+
+def _per_node(name: str, want: Any, events: list[dict[str, Any]], nodes: set[str]) -> bool:
+    for suffix, check in _PER_NODE.items():
+        if not name.endswith("_" + suffix):
+            continue
+        node = name[: -len(suffix) - 1]
+        if node not in nodes and node.endswith("_node"):
+            node = node[: -len("_node")]
+        mine = [e for e in events if e["node_name"] == node]
+        if isinstance(want, bool):
+            return bool(mine) and check(mine, want) == want
+        return check(mine, want)
+    raise AdapterError("fixture_directive_unknown", f"invariant predicate {name!r}")
