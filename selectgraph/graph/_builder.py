@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self
 
@@ -716,15 +724,19 @@ class AgentGraph:
         """Compile if needed and run to a stop; see :meth:`CompiledGraph.run`."""
         return self.compile().run(input, observers=observers, run_id=run_id)
 
-    async def arun(
+    def arun(
         self,
         input: GraphInput = None,
         *,
         observers: Sequence[Observer | Listener] = (),
         run_id: str | None = None,
-    ) -> GraphResult:
-        """Compile if needed and run to a stop; see :meth:`CompiledGraph.arun`."""
-        return await self.compile().arun(input, observers=observers, run_id=run_id)
+    ) -> Coroutine[Any, Any, GraphResult]:
+        """Compile if needed and run to a stop: ``await graph.arun(input)``.
+
+        See :meth:`CompiledGraph.arun`; compiling and preparing the run happen
+        when this is called, running when the coroutine is awaited.
+        """
+        return self.compile().arun(input, observers=observers, run_id=run_id)
 
     def astream(
         self,

@@ -189,7 +189,7 @@ class CompiledGraph:
         recorder = EventRecorder(
             run_id, self.name, namespace, listeners or self._listeners, parent=parent
         )
-        return Run(
+        run = Run(
             self,
             self.prepare_state(input),
             run_id=run_id,
@@ -198,16 +198,24 @@ class CompiledGraph:
             namespace=namespace,
             track_writes=track_writes,
         )
+        if recorder.branch is not None:
+            run.branch = recorder.branch  # a subgraph run inside a branch fans out under it
+        return run
 
     # ------------------------------------------------------------------ runs
-    async def arun(
+    def arun(
         self,
         input: GraphInput = None,
         *,
         observers: Sequence[Observer | Listener] = (),
         run_id: str | None = None,
-    ) -> GraphResult:
-        """Run to a stop and return the result.
+    ) -> Coroutine[Any, Any, GraphResult]:
+        """Run to a stop and return the result: ``result = await graph.arun(input)``.
+
+        The run is prepared (its input checked against the schema) when ``arun``
+        is called, and runs when the returned coroutine is awaited. Handing back
+        the run's own coroutine, rather than wrapping it in another, saves every
+        step of every run a layer of coroutine to resume.
 
         Args:
             input: A GraphState, a mapping of data, a prompt string, or None.
@@ -217,7 +225,7 @@ class CompiledGraph:
         Raises:
             GraphRunError: the run failed; ``error.state`` and ``error.result`` keep what was done.
         """
-        return await self._execute(input, observers, run_id, asyncio.sleep)
+        return self._execute(input, observers, run_id, asyncio.sleep)
 
     def _execute(
         self,

@@ -21,6 +21,9 @@ from selectgraph.graph._state import RESERVED_KEYS, GraphState
 
 __all__ = ["Merger"]
 
+_NO_SCRATCH: Final[dict[str, Any]] = {}
+"""Shared by mergers that have not merged a reducer field yet; never written to."""
+
 _DELETE: Final = 0
 _ASSIGN: Final = 1
 _REDUCE: Final = 2
@@ -36,7 +39,7 @@ class Merger:
         self._reducers = schema.reducers
         self.fingerprints = fingerprints
         """Kept up to date by every merge once set (loop and stall detection)."""
-        self._scratch: dict[str, Any] = {}
+        self._scratch: dict[str, Any] = _NO_SCRATCH  # made on the first reducer merge
 
     def merge(self, state: GraphState, output: NodeOutput, node: str, step: int) -> None:
         """Apply ``output`` to ``state``.
@@ -91,6 +94,8 @@ class Merger:
         schema = self._schema
         reducers = self._reducers
         scratch = self._scratch
+        if scratch is _NO_SCRATCH:
+            scratch = self._scratch = {}
         fields = None if schema.allow_extra else schema.fields
         # Phase one: plan the reducer keys (the only ones that can fail).
         plans: list[tuple[str, Reducer, Any]] = []
@@ -183,6 +188,8 @@ class Merger:
         # Phase two: commit. No user code runs from here on.
         fp = self.fingerprints
         scratch = self._scratch
+        if scratch is _NO_SCRATCH:
+            scratch = self._scratch = {}
         if fp is None:
             for kind, key, value, reducer in ops:
                 if kind == _REDUCE:
@@ -241,7 +248,8 @@ class Merger:
             if key not in data:
                 continue
             old = fp.of(key, True) if fp is not None else 0
-            self._scratch.pop(key, None)
+            if self._scratch is not _NO_SCRATCH:
+                self._scratch.pop(key, None)
             has_default, value = self._schema.default_for(key)
             if has_default:
                 data[key] = value

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from selectgraph.observe._events import GraphEvent
+from selectgraph.observe._events import GraphEvent, NodeFinished, NodeStarted
 
 if TYPE_CHECKING:
     from selectgraph.runtime._branches import BranchRef
@@ -40,6 +40,19 @@ def _own_fields(cls: type[GraphEvent]) -> tuple[str, ...]:
         names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in _BASE_FIELDS)
         _OWN_FIELDS[cls] = names
     return names
+
+
+_SPAN = "span"
+"""Marks a raw entry that holds a node's NodeStarted and NodeFinished at once."""
+
+
+def _expand(raw: RawEvent) -> tuple[GraphEvent, GraphEvent]:
+    """The two events of a span: (span, base, step, started, name, visit, finished, *rest)."""
+    _, base, step, started, name, visit, finished, *rest = raw
+    return (
+        _build((NodeStarted, base, step, started, name, visit)),
+        _build((NodeFinished, base, step, finished, name, visit, *rest)),
+    )
 
 
 def _build(raw: RawEvent) -> GraphEvent:
@@ -67,9 +80,21 @@ class Trace(Sequence[GraphEvent]):
 
     def _materialize(self) -> list[GraphEvent]:
         log = self._log
+        spans = False
         for index, entry in enumerate(log):
             if type(entry) is tuple:
-                log[index] = _build(entry)
+                if entry[0] is _SPAN:
+                    spans = True
+                else:
+                    log[index] = _build(entry)
+        if spans:
+            expanded: list[Any] = []
+            for entry in log:
+                if type(entry) is tuple:
+                    expanded.extend(_expand(entry))
+                else:
+                    expanded.append(entry)
+            log[:] = expanded
         return log
 
     @overload
@@ -83,10 +108,10 @@ class Trace(Sequence[GraphEvent]):
         return iter(self._materialize())
 
     def __len__(self) -> int:
-        return len(self._log)
+        return len(self._materialize())
 
     def __repr__(self) -> str:
-        return f"Trace({len(self._log)} events)"
+        return f"Trace({len(self)} events)"
 
 
 class EventRecorder:
@@ -170,6 +195,37 @@ class EventRecorder:
             self.emit(_build(raw))
         else:
             self._log.append(raw)
+
+    def finish_node(
+        self,
+        clock: float,
+        step: int,
+        node: str,
+        visit: int,
+        duration: float,
+        outcome: str,
+        attempts: int,
+    ) -> None:
+        """Record NodeFinished; unobserved, it joins the node's NodeStarted in one entry.
+
+        A long unobserved run keeps one tuple per node instead of two, so the
+        garbage collector has fewer objects to walk.
+        """
+        if not self.live:
+            log = self._log
+            last = log[-1] if log else None
+            if (
+                type(last) is tuple
+                and last[0] is NodeStarted
+                and last[1] is self._base
+                and last[2] == step
+                and last[4] == node
+            ):
+                finished = clock + self._wall_offset
+                log[-1] = (_SPAN, self._base, step, last[3], node, visit, finished, duration,
+                           outcome, attempts)  # fmt: skip
+                return
+        self.record_at(clock, NodeFinished, step, node, visit, duration, outcome, attempts)
 
     def record_delivering(
         self, cls: type[GraphEvent], step: int, *values: Any, **deliver_only: Any

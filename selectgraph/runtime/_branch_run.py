@@ -73,7 +73,6 @@ class BranchRun(Run):
         self._history = self.writes.history
         self._history_start = 0
         self._merger = Merger(graph.schema, None)
-        self._seen = {}
         self._started = parent._started
         self.stop_at = END if stop_at is None else stop_at
         self.one_node = one_node
@@ -84,7 +83,7 @@ class BranchRun(Run):
 
     async def run(self, node: str) -> BranchWrites:
         """Walk from ``node`` to the join point; returns what the branch wrote."""
-        stop = await self.walk(node)
+        stop: str = await self.walk(node)
         self.hit_limit = stop == "max_steps"
         for name, count in self._visits.items():
             added = count - self._parent_visits.get(name, 0)

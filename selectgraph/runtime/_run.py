@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -181,7 +181,6 @@ class Run:
         self._history = state.history.raw  # type: ignore[attr-defined]  # always a History here
         self._history_start = len(self._history)
         self._merger = Merger(graph.schema, None)
-        self._seen: dict[tuple[str, int], int] = {}
         self._started = perf_counter()
         self._direct_calls = graph.direct_calls
         self._direct_async = graph.direct_async
@@ -190,6 +189,8 @@ class Run:
     # starting a run does not pay for them.
     _fp: StateFingerprint | None = None
     """Set at the first revisit of a node, when loop and stall detection begin."""
+    _seen: dict[tuple[str, int], int] | None = None
+    """(node, state fingerprint) -> the step that saw it, once loop detection began."""
     _last_total = 0
     _unchanged = 0
     _stalls = 0
@@ -214,38 +215,21 @@ class Run:
         return self.sleep is blocking_sleep
 
     # ------------------------------------------------------------------- loop
-    async def execute(self) -> GraphResult:
-        """Run to a stop and return the result.
+    def execute(self) -> Coroutine[Any, Any, GraphResult]:
+        """Run to a stop; the coroutine returns the result.
 
         Raises:
             GraphRunError: the run failed; ``error.state`` and ``error.result`` keep what was done.
         """
-        try:
-            entry = self.graph.entry
-            self.recorder.record(RunStarted, 0, entry)
-            stop = await self.walk(entry)
-            if stop == "max_steps":
-                return self._stop_at_limit(self._stopped_at)
-            return self._finish("end" if stop == "join" else stop)
-        except GraphRunError as error:
-            self._attach(error)
-            raise
-        except Exception as exc:
-            # Not an engine error (a bug, or a failure nothing wrapped): observers
-            # still learn that the run ended.
-            self.recorder.record(
-                RunFailed, self.steps, _describe_error(exc), "run_error", self.state.current_node
-            )
-            raise
-        except BaseException as exc:
-            # Cancelled, timed out, interrupted or closed from outside.
-            self.recorder.record(
-                RunCancelled, self.steps, _cancel_reason(exc), self.state.current_node
-            )
-            raise
+        return self.walk(self.graph.entry)
 
-    async def walk(self, target: str | EndType | Branches) -> Stop:
-        """Run nodes from ``target`` until END, the join point, the step limit or a loop stop."""
+    async def walk(self, target: str | EndType | Branches) -> Any:
+        """Run nodes from ``target`` until END, the join point, the step limit or a loop stop.
+
+        A whole run (no ``stop_at``) reports its start, its end and any failure, and
+        returns its GraphResult; a branch returns why it stopped (a ``Stop``) and
+        leaves reporting to the fan-out that ran it.
+        """
         # The loop lives in this one coroutine: run() drives it without an event
         # loop, and each extra coroutine layer would cost every run.
         graph = self.graph
@@ -264,133 +248,173 @@ class Run:
         reducers = graph.schema.reducers
         quiet = False  # before fingerprints: whether this step left ``data`` as it was
         seen = self._seen
-        record = self.recorder.record
-        record_at = self.recorder.record_at
+        recorder = self.recorder
         visits = self._visits
         state = self.state
         stop_at = self.stop_at
         one_node = self.one_node
         name = ""
-        while target is not END and target is not stop_at:
-            if type(target) is Branches:
-                stopped = await self._fan_out_from(name, target)
-                if stopped is not None:
-                    return stopped
-                target = self._after_fan_out
-                continue
-            if max_steps is not None and self.steps >= max_steps:
-                self._stopped_at = target
-                return "max_steps"
-            name = target  # type: ignore[assignment]
-            spec = nodes[name]
-            self.steps = step = self.steps + 1
-            visit = visits.get(name, 0) + 1
-            if visit == 2 and fp is None and detect and (settings.detect_loops or stall_threshold):
-                # Until some node comes back the run cannot repeat itself, so
-                # fingerprints start here, with this state as their baseline.
-                fp = self._fp = self._merger.fingerprints = StateFingerprint()
-                check_loops = settings.detect_loops
-            if check_loops:
-                assert fp is not None
-                seen_at = seen.setdefault((name, fp.total), step)
-                if seen_at != step and self._loop_stops_run(name, seen_at):
-                    return "loop"
-            visits[name] = visit
-            state.current_node = name
-            started = perf_counter()
-            record_at(started, NodeStarted, step, name, visit)
-            if spec.group is not None:
-                ok = await self._run_group(spec, visit, started)
-                goto = None
-                quiet = False
-            else:
-                try:
-                    if spec.max_visits is not None or spec.reads:
-                        self._preflight(spec, visit)
-                    call = direct_calls.get(name)
-                    if call is not None:
-                        view = StateView(state, name)
-                        raw = call(view)
-                        if type(raw) is dict and not view.touched and spec.writes is None:
-                            output = NodeOutput(raw)  # the common case, without read_output()
-                        else:
-                            output = read_output(raw, view, spec)
-                    else:
-                        call = direct_async.get(name)
+        top = stop_at is None
+        stop: Stop
+        try:
+            if top:
+                self.recorder.record(RunStarted, 0, target)
+            while target is not END and target is not stop_at:
+                if type(target) is Branches:
+                    stopped = await self._fan_out_from(name, target)
+                    if stopped is not None:
+                        stop = stopped
+                        break
+                    target = self._after_fan_out
+                    continue
+                if max_steps is not None and self.steps >= max_steps:
+                    self._stopped_at = target
+                    stop = "max_steps"
+                    break
+                name = target  # type: ignore[assignment]
+                spec = nodes[name]
+                self.steps = step = self.steps + 1
+                visit = visits.get(name, 0) + 1
+                if (
+                    visit == 2
+                    and fp is None
+                    and detect
+                    and (settings.detect_loops or stall_threshold)
+                ):
+                    # Until some node comes back the run cannot repeat itself, so
+                    # fingerprints start here, with this state as their baseline.
+                    fp = self._fp = self._merger.fingerprints = StateFingerprint()
+                    check_loops = settings.detect_loops
+                    seen = self._seen = {}
+                if check_loops:
+                    assert fp is not None
+                    assert seen is not None
+                    seen_at = seen.setdefault((name, fp.total), step)
+                    if seen_at != step and self._loop_stops_run(name, seen_at):
+                        stop = "loop"
+                        break
+                visits[name] = visit
+                state.current_node = name
+                started = perf_counter()
+                recorder.record_at(started, NodeStarted, step, name, visit)
+                if spec.group is not None:
+                    ok = await self._run_group(spec, visit, started)
+                    goto = None
+                    quiet = False
+                else:
+                    try:
+                        if spec.max_visits is not None or spec.reads:
+                            self._preflight(spec, visit)
+                        call = direct_calls.get(name)
                         if call is not None:
-                            # A plain async function: awaited here, without the adapter's layers.
                             view = StateView(state, name)
-                            raw = await call(view)
+                            raw = call(view)
                             if type(raw) is dict and not view.touched and spec.writes is None:
-                                output = NodeOutput(raw)
+                                output = NodeOutput(raw)  # the common case, without read_output()
                             else:
                                 output = read_output(raw, view, spec)
                         else:
-                            output = await self._attempt(spec, visit)
-                except (ReducerError, StateValidationError):
-                    raise
-                except Exception as exc:
-                    recovered = await self._recover(spec, visit, exc, started)
-                    if type(recovered) is bool:
-                        ok = recovered
-                        goto = None
-                        quiet = True  # a failed node wrote nothing
-                        output = None
-                    else:
-                        output = recovered
-                if output is not None:
-                    if fp is None and stall_threshold is not None:
-                        quiet = _changes_nothing(output, state.data, reducers)
-                    self._complete(spec, output, visit, started)
-                    ok, goto = True, output.goto
-            if one_node:
-                return "join"
+                            call = direct_async.get(name)
+                            if call is not None:
+                                # A plain async function, awaited here without adapter layers.
+                                view = StateView(state, name)
+                                raw = await call(view)
+                                if type(raw) is dict and not view.touched and spec.writes is None:
+                                    output = NodeOutput(raw)
+                                else:
+                                    output = read_output(raw, view, spec)
+                            else:
+                                output = await self._attempt(spec, visit)
+                    except (ReducerError, StateValidationError):
+                        raise
+                    except Exception as exc:
+                        recovered = await self._recover(spec, visit, exc, started)
+                        if type(recovered) is bool:
+                            ok = recovered
+                            goto = None
+                            quiet = True  # a failed node wrote nothing
+                            output = None
+                        else:
+                            output = recovered
+                    if output is not None:
+                        if fp is None and stall_threshold is not None:
+                            quiet = _changes_nothing(output, state.data, reducers)
+                        self._complete(spec, output, visit, started)
+                        ok, goto = True, output.goto
+                if one_node:
+                    stop = "join"
+                    break
 
-            routes = all_routes[name]
-            if goto is not None:
-                target = self._check_goto(spec, goto)
-                record(EdgeFired, step, name, target, "goto", "")
-            elif ok and routes.static_success is not None:
-                edge = routes.static_success
-                target = edge.target  # type: ignore[assignment]
-                if type(target) is Branches:
-                    self._fired(name, target, edge.kind, edge.label)
+                routes = all_routes[name]
+                if goto is not None:
+                    target = self._check_goto(spec, goto)
+                    recorder.record(EdgeFired, step, name, target, "goto", "")
+                elif ok and routes.static_success is not None:
+                    edge = routes.static_success
+                    target = edge.target  # type: ignore[assignment]
+                    if type(target) is Branches:
+                        self._fired(name, target, edge.kind, edge.label)
+                    else:
+                        recorder.record(EdgeFired, step, name, target, "static", edge.label)
+                elif ok and routes.simple is not None:
+                    edge = match_simple(name, routes, state)
+                    target = edge.target  # type: ignore[assignment]
+                    if type(target) is Branches:
+                        self._fired(name, target, edge.kind, edge.label)
+                    else:
+                        recorder.record(EdgeFired, step, name, target, edge.kind, edge.label)
+                elif ok and routes.router is not None:
+                    view = StateView(state, f"router on {name!r}", readonly=True)
+                    resolved = route_with_value(routes.router, state, nodes, view)
+                    target = self._follow(name, resolved)
+                    if resolved[2] is not None and resolved[2].values:
+                        quiet = False  # the router wrote
                 else:
-                    record(EdgeFired, step, name, target, "static", edge.label)
-            elif ok and routes.simple is not None:
-                edge = match_simple(name, routes, state)
-                target = edge.target  # type: ignore[assignment]
-                if type(target) is Branches:
-                    self._fired(name, target, edge.kind, edge.label)
-                else:
-                    record(EdgeFired, step, name, target, edge.kind, edge.label)
-            elif ok and routes.router is not None:
-                view = StateView(state, f"router on {name!r}", readonly=True)
-                resolved = route_with_value(routes.router, state, nodes, view)
-                target = self._follow(name, resolved)
-                if resolved[2] is not None and resolved[2].values:
-                    quiet = False  # the router wrote
+                    if routes.is_async:
+                        resolved = await aresolve_next(name, routes, ok, state, nodes)
+                    else:
+                        resolved = resolve_next(name, routes, ok, state, nodes)
+                    target = self._follow(name, resolved)
+                    if resolved[2] is not None and resolved[2].values:
+                        quiet = False  # the router wrote
+                if stall_threshold is not None:
+                    if fp is None:
+                        changed = not quiet
+                    elif fp.total != self._last_total:
+                        self._last_total = fp.total
+                        changed = True
+                    else:
+                        changed = False
+                    if not changed:
+                        self._stalled(name, stall_threshold)
+                    elif self._unchanged:
+                        self._unchanged = 0
             else:
-                if routes.is_async:
-                    resolved = await aresolve_next(name, routes, ok, state, nodes)
-                else:
-                    resolved = resolve_next(name, routes, ok, state, nodes)
-                target = self._follow(name, resolved)
-                if resolved[2] is not None and resolved[2].values:
-                    quiet = False  # the router wrote
-            if stall_threshold is not None:
-                if fp is None:
-                    changed = not quiet
-                elif fp.total != self._last_total:
-                    self._last_total = fp.total
-                    changed = True
-                else:
-                    changed = False
-                if not changed:
-                    self._stalled(name, stall_threshold)
-                elif self._unchanged:
-                    self._unchanged = 0
-        return "join" if target is stop_at else "end"
+                stop = "join" if target is stop_at else "end"
+            if not top:
+                return stop
+            if stop == "max_steps":
+                return self._stop_at_limit(self._stopped_at)
+            return self._finish("end" if stop == "join" else stop)
+        except GraphRunError as error:
+            if top:
+                self._attach(error)
+            raise
+        except Exception as exc:
+            if top:
+                # Not an engine error (a bug, or a failure nothing wrapped): observers
+                # still learn that the run ended.
+                self.recorder.record(
+                    RunFailed, self.steps, _describe_error(exc), "run_error", state.current_node
+                )
+            raise
+        except BaseException as exc:
+            if top:
+                # Cancelled, timed out, interrupted or closed from outside.
+                self.recorder.record(
+                    RunCancelled, self.steps, _cancel_reason(exc), state.current_node
+                )
+            raise
 
     # ------------------------------------------------------------- one node
     def _preflight(self, spec: NodeSpec, visit: int) -> None:
@@ -452,9 +476,7 @@ class Run:
                 output.agent_result,
             )
         )
-        self.recorder.record_at(
-            finished, NodeFinished, step, name, visit, duration, "success", attempts
-        )
+        self.recorder.finish_node(finished, step, name, visit, duration, "success", attempts)
 
     async def _recover(
         self, spec: NodeSpec, visit: int, exc: Exception, started: float

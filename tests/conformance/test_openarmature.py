@@ -30,7 +30,7 @@ FIXTURES = (
 if not FIXTURES.is_dir():
     pytest.skip(f"conformance fixtures not found at {FIXTURES}", allow_module_level=True)
 
-_REQUIRED = {f"{n:03d}" for n in [*range(1, 12), 17, 21, 26, 27, *range(34, 39), 40, 41, 42]}
+_REQUIRED = {f"{n:03d}" for n in [*range(1, 12), 17, 21, 26, 27, *range(34, 40), 40, 41, 42]}
 """Fixtures that must pass."""
 
 _SNAPSHOTS = (
@@ -77,12 +77,6 @@ _XFAIL: dict[str, tuple[str, type[BaseException]]] = {
     "031": (_DRAIN_FOR, AdapterError),
     "032": (_DRAIN_FOR, AdapterError),
     "033": (_DRAIN_FOR, AdapterError),
-    "039": (
-        "selectgraph bug: a fan-out inside a subgraph run by a branch records its branches "
-        "with parent=None (the child Run never gets the enclosing branch), so "
-        "fan_out_index_chain loses the outer instance",
-        AssertionError,
-    ),
 }
 """Fixtures expected to fail, why, and what they fail with (strict: a pass is an error)."""
 

@@ -519,3 +519,32 @@ def test_branches_read_the_parents_state_without_copying_it() -> None:
     assert len(seen) == 100
     assert all(base is result.state.data for base in seen)
     assert result.state["seen"] == 100
+
+
+def test_a_fan_out_in_a_subgraph_run_by_a_branch_keeps_the_outer_branch_as_parent() -> None:
+    leaf = AgentGraph("leaf")
+    leaf.add_node("work", lambda s: {})
+    leaf.add_edge("work", END)
+    mid = AgentGraph("mid")
+    mid.add_node("split", lambda s: {})
+    mid.add_subgraph("inner", leaf)
+    mid.add_conditional_edge("split", lambda s: [Scatter("inner", {}), Scatter("inner", {})])
+    mid.add_edge("inner", END)
+    outer = AgentGraph("outer")
+    outer.add_node("start", lambda s: {})
+    outer.add_subgraph("mid", mid)
+    outer.add_conditional_edge("start", lambda s: [Scatter("mid", {}), Scatter("mid", {})])
+    outer.add_edge("mid", END)
+    events: list[Any] = []
+    outer.run({}, observers=[events.append])
+    chains = {
+        tuple((ref.source, ref.index) for ref in event.branch.chain)
+        for event in events
+        if isinstance(event, NodeStarted) and event.node == "work" and event.branch is not None
+    }
+    assert chains == {
+        (("start", 0), ("split", 0)),
+        (("start", 0), ("split", 1)),
+        (("start", 1), ("split", 0)),
+        (("start", 1), ("split", 1)),
+    }
