@@ -155,7 +155,7 @@ class BlockingStore(ABC):
 
     def load_state(self, checkpoint_id: str) -> dict[str, Any]:
         """See :meth:`CheckpointStore.aload_state`."""
-        return materialize(self._chain(checkpoint_id))
+        return materialize(self._chain(checkpoint_id), owned=True)
 
     def list(
         self,

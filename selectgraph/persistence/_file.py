@@ -27,14 +27,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from selectgraph._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
-from selectgraph.persistence._base import BlockingStore, rebased_child, walk_chain, window
+from selectgraph.persistence._base import BlockingStore, rebased_child, window
 from selectgraph.persistence._records import (
     Checkpoint,
     decode_record,
     decode_writes,
     encode_record,
     encode_writes,
-    materialize,
 )
 
 __all__ = ["FileCheckpointStore"]
@@ -274,9 +273,7 @@ class FileCheckpointStore(BlockingStore):
                 child = self._read(run_dir, later, "")
                 if child is None or child.parent_id != checkpoint_id:
                     continue
-                rebased = rebased_child(
-                    deleted, child, lambda cid: materialize(walk_chain(cid, self._load))
-                )
+                rebased = rebased_child(deleted, child, self.load_state)
                 _write_atomic(self._record_path(run_dir, later), encode_record(rebased))
             # The record goes first: once it is gone the checkpoint is, whatever else remains.
             self._record_path(run_dir, version).unlink()

@@ -7,14 +7,13 @@ import threading
 from typing import Any
 
 from selectgraph._errors import CheckpointConflict, CheckpointNotFound
-from selectgraph.persistence._base import BlockingStore, rebased_child, walk_chain, window
+from selectgraph.persistence._base import BlockingStore, rebased_child, window
 from selectgraph.persistence._records import (
     Checkpoint,
     decode_record,
     decode_writes,
     encode_record,
     encode_writes,
-    materialize,
 )
 
 __all__ = ["InMemoryCheckpointStore"]
@@ -115,10 +114,7 @@ class InMemoryCheckpointStore(BlockingStore):
                 for cid in run.ids.values()
                 if (child := self._load(cid)).parent_id == checkpoint_id
             ]
-            rewritten = [
-                rebased_child(deleted, child, lambda cid: materialize(walk_chain(cid, self._load)))
-                for child in children
-            ]
+            rewritten = [rebased_child(deleted, child, self.load_state) for child in children]
             for child in rewritten:
                 self._records[child.checkpoint_id] = encode_record(child)
             del self._records[checkpoint_id], self._owner[checkpoint_id]

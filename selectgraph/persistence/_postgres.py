@@ -244,7 +244,7 @@ class PostgresCheckpointStore:
         rows = await cursor.fetchall()
         if not rows:
             raise CheckpointNotFound(checkpoint_id)
-        return materialize([self._checkpoint(row, {}) for row in rows])
+        return materialize([self._checkpoint(row, {}) for row in rows], owned=True)
 
     async def _cursor(
         self, conn: AsyncConnection[Any], run_id: str, checkpoint_id: str | None

@@ -2,9 +2,10 @@
 
 A run's checkpoints form a chain: each names its parent, and each is either a
 *snapshot* (``values`` holds the whole encoded state) or a *delta* (``values``
-holds only what changed against the parent). A snapshot every
-:data:`SNAPSHOT_EVERY` versions keeps a load bounded; deltas keep storage
-linear in the number of steps instead of quadratic.
+holds only what changed against the parent). Deltas keep storage linear in
+the number of steps instead of quadratic; snapshots now and then keep a load
+bounded: :class:`CheckpointChain` takes one once the deltas since the last one
+have cost as much, :func:`make_checkpoint` every :data:`SNAPSHOT_EVERY` versions.
 
 Everything in a record is JSON data: states are encoded by
 :class:`~selectgraph._serialization.StateSerializer` (with its allow-list)
@@ -130,8 +131,10 @@ class Checkpoint:
             raise ValueError(f"Checkpoint.kind must be 'snapshot' or 'delta', got {self.kind!r}")
         if self.kind == "delta" and self.parent_id is None:
             raise ValueError(f"checkpoint {self.checkpoint_id!r} is a delta without a parent_id")
-        if self.created_at.tzinfo is None:
-            raise ValueError("Checkpoint.created_at must be timezone-aware")
+        if not isinstance(self.created_at, dt.datetime) or self.created_at.tzinfo is None:
+            raise ValueError(
+                f"Checkpoint.created_at must be a timezone-aware datetime, got {self.created_at!r}"
+            )
         for name, kind in (
             ("values", dict),
             ("next", list),
@@ -242,7 +245,10 @@ def _diff(
             sets.append([_pointer(prefix, key), value])
             continue
         before = old[key]
-        if before == value:  # list and dict equality stop at the first difference or length
+        # == is fast (it stops at the first difference or length) but takes True for
+        # 1, 1.0 and True alike; those must not be lost, so equal values have their
+        # types compared too.
+        if before == value and _same_types(before, value):
             continue
         if (
             type(value) is dict
@@ -257,11 +263,41 @@ def _diff(
             and type(before) is list
             and len(before) < len(value)
             and value[: len(before)] == before
+            # The conversation and history logs are only ever appended to, and checking
+            # their types every step would make a long run's diffs quadratic.
+            and ((depth == 1 and key in _LOGS) or _same_types(value[: len(before)], before))
         ):
             appends.append([_pointer(prefix, key), value[len(before) :]])
         else:
             sets.append([_pointer(prefix, key), value])
     unsets.extend(_pointer(prefix, key) for key in old if key not in new)
+
+
+_LOGS: Final = frozenset({"messages", "history"})
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    """Whether two values that compare equal also have the same JSON types throughout."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is dict:
+        for key, item in a.items():
+            other = b[key]
+            if type(item) is not type(other) or (
+                type(item) in _CONTAINERS and not _same_types(item, other)
+            ):
+                return False
+    elif kind is list:
+        for item, other in zip(a, b, strict=True):
+            if type(item) is not type(other) or (
+                type(item) in _CONTAINERS and not _same_types(item, other)
+            ):
+                return False
+    return True
+
+
+_CONTAINERS: Final = (dict, list)
 
 
 def apply_delta(base: Mapping[str, Any], delta: Mapping[str, Any]) -> dict[str, Any]:
@@ -323,12 +359,14 @@ def _apply(state: dict[str, Any], delta: Any, checkpoint_id: str) -> None:
                 target.pop(key, None)
 
 
-def materialize(chain: Sequence[Checkpoint]) -> dict[str, Any]:
+def materialize(chain: Sequence[Checkpoint], *, owned: bool = False) -> dict[str, Any]:
     """The full encoded state at the last checkpoint of ``chain``.
 
     Args:
         chain: A snapshot followed by the deltas that come after it, in order
             (each one's ``parent_id`` the previous one's id).
+        owned: The chain was just loaded and nobody else holds it, so its
+            values may become part of the result instead of being copied.
 
     Raises:
         CheckpointDecodeError: the chain does not start with a snapshot, a link
@@ -341,7 +379,10 @@ def materialize(chain: Sequence[Checkpoint]) -> dict[str, Any]:
         raise CheckpointDecodeError(
             first.checkpoint_id, "parent_id", f"its parent {first.parent_id!r} is missing"
         )
-    state = copy.deepcopy(first.values)
+    def take(values: dict[str, Any]) -> dict[str, Any]:
+        return values if owned else copy.deepcopy(values)
+
+    state = take(first.values)
     for before, checkpoint in itertools.pairwise(chain):
         if checkpoint.parent_id != before.checkpoint_id:
             raise CheckpointDecodeError(
@@ -350,9 +391,9 @@ def materialize(chain: Sequence[Checkpoint]) -> dict[str, Any]:
                 f"expected {before.checkpoint_id!r}, found {checkpoint.parent_id!r}",
             )
         if checkpoint.kind == "snapshot":
-            state = copy.deepcopy(checkpoint.values)
+            state = take(checkpoint.values)
         else:
-            _apply(state, copy.deepcopy(checkpoint.values), checkpoint.checkpoint_id)
+            _apply(state, take(checkpoint.values), checkpoint.checkpoint_id)
     return state
 
 

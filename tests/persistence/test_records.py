@@ -30,7 +30,14 @@ from selectgraph.persistence._records import (
     id_time,
 )
 
-json_leaf = st.none() | st.booleans() | st.integers() | st.text(max_size=5)
+json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 2)
+    | st.floats(-2, 2, allow_nan=False).map(round)
+    | st.sampled_from([0.0, 1.0, -1.0])
+    | st.text(max_size=5)
+)
 json_value = st.recursive(
     json_leaf,
     lambda inner: (
@@ -52,7 +59,8 @@ state_shape = st.fixed_dictionaries(
 def test_apply_of_diff_gives_the_new_state(old: dict[str, Any], new: dict[str, Any]) -> None:
     delta = diff_state(old, new)
     assert json.loads(json.dumps(delta)) == delta  # stored as JSON as it is
-    assert apply_delta(old, delta) == new
+    # Compared as JSON text: == would take 1, 1.0 and True as the same value.
+    assert json.dumps(apply_delta(old, delta), sort_keys=True) == json.dumps(new, sort_keys=True)
 
 
 def test_diff_stores_changed_keys_and_appended_tails_only() -> None:
@@ -73,6 +81,18 @@ def test_diff_stores_changed_keys_and_appended_tails_only() -> None:
     tagged_old = {"t": {"__sg__": "tuple", "v": [1]}}
     tagged_new = {"t": {"__sg__": "tuple", "v": [2]}}
     assert diff_state(tagged_old, tagged_new) == {"set": [["/t", {"__sg__": "tuple", "v": [2]}]]}
+
+
+def test_equal_values_of_another_type_are_changes() -> None:
+    # 1 == 1.0 == True in Python, but they load back as different values.
+    old = {"data": {"a": 1, "b": [1, {"c": 0}], "d": [1]}, "messages": [{"n": 1}]}
+    new = {"data": {"a": True, "b": [1, {"c": 0.0}], "d": [1.0, 2]}, "messages": [{"n": 1}]}
+    delta = diff_state(old, new)
+    assert delta == {
+        "set": [["/data/a", True], ["/data/b", [1, {"c": 0.0}]], ["/data/d", [1.0, 2]]]
+    }
+    restored = apply_delta(old, delta)
+    assert json.dumps(restored) == json.dumps(new)
 
 
 def test_apply_leaves_its_input_alone() -> None:
@@ -218,6 +238,7 @@ def test_ids_are_unique_and_sort_by_creation() -> None:
         ({"kind": "full"}, "kind"),
         ({"kind": "delta"}, "without a parent_id"),
         ({"created_at": dt.datetime(2026, 1, 1)}, "timezone-aware"),
+        ({"created_at": "2026-01-01"}, "timezone-aware"),
         ({"next": {}}, "next must be a list"),
         ({"values": []}, "values must be a dict"),
     ],
