@@ -31,7 +31,6 @@ from selectgraph.persistence._base import BlockingStore, rebased_child, window
 from selectgraph.persistence._records import (
     Checkpoint,
     decode_record,
-    decode_writes,
     encode_record,
     encode_writes,
 )
@@ -183,21 +182,8 @@ class FileCheckpointStore(BlockingStore):
         if writes_dir.is_dir():
             writes = {}
             for entry in sorted(writes_dir.glob("*.json")):
-                raw_entry = json.loads(entry.read_bytes()) if entry.stat().st_size else None
-                if type(raw_entry) is not dict or type(raw_entry.get("task_id")) is not str:
-                    raise CheckpointDecodeError(
-                        checkpoint.checkpoint_id,
-                        "pending_writes",
-                        "malformed writes file",
-                        location=str(entry),
-                    )
-                task = raw_entry["task_id"]
-                writes[task] = decode_writes(
-                    json.dumps(raw_entry.get("writes")).encode(),
-                    checkpoint.checkpoint_id,
-                    task,
-                    location=str(entry),
-                )
+                task, stored = _read_writes(entry, checkpoint.checkpoint_id)
+                writes[task] = stored
             checkpoint = checkpoint.replace(pending_writes={**checkpoint.pending_writes, **writes})
         return checkpoint
 
@@ -320,6 +306,27 @@ class FileCheckpointStore(BlockingStore):
             directory.mkdir(parents=True, exist_ok=True)
             entry = b'{"task_id":' + json.dumps(task_id).encode() + b',"writes":' + encoded + b"}"
             _write_atomic(directory / f"{_key(task_id)}.json", entry)
+
+
+def _read_writes(path: Path, checkpoint_id: str) -> tuple[str, builtins.list[Any]]:
+    """The task id and writes a pending-writes file holds."""
+    try:
+        record = json.loads(path.read_bytes())
+    except ValueError as exc:
+        record = exc
+    if type(record) is not dict or type(record.get("task_id")) is not str:
+        raise CheckpointDecodeError(
+            checkpoint_id, "pending_writes", "malformed writes file", location=str(path)
+        )
+    writes = record.get("writes")
+    if type(writes) is not list:
+        raise CheckpointDecodeError(
+            checkpoint_id,
+            f"pending_writes.{record['task_id']}",
+            "expected a list of writes",
+            location=str(path),
+        )
+    return record["task_id"], writes
 
 
 def _remove_tree(path: Path, keep: tuple[str, ...] = ()) -> None:

@@ -356,7 +356,8 @@ class PostgresCheckpointStore:
                 (owner[0], owner[1], checkpoint_id),
             )
             states: dict[str, dict[str, Any]] = {}
-            for child in await self._rows(conn, await cursor.fetchall()):
+            # As stored: the writes table's rows stay where they are.
+            for child in [self._checkpoint(row, {}) for row in await cursor.fetchall()]:
                 needed = [child.checkpoint_id]
                 if deleted.parent_id is not None:
                     needed.append(deleted.parent_id)
@@ -369,7 +370,7 @@ class PostgresCheckpointStore:
                     (
                         rebased.parent_id,
                         _KIND_CODES[rebased.kind],
-                        encode_body(rebased.replace(pending_writes={})),
+                        encode_body(rebased),
                         rebased.checkpoint_id,
                     ),
                 )

@@ -379,6 +379,7 @@ def materialize(chain: Sequence[Checkpoint], *, owned: bool = False) -> dict[str
         raise CheckpointDecodeError(
             first.checkpoint_id, "parent_id", f"its parent {first.parent_id!r} is missing"
         )
+
     def take(values: dict[str, Any]) -> dict[str, Any]:
         return values if owned else copy.deepcopy(values)
 

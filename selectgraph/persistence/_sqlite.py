@@ -336,18 +336,16 @@ class SQLiteCheckpointStore(BlockingStore):
             if row is None:
                 return False
             deleted = self._rows(conn, [row])[0]
-            run_key = conn.execute("SELECT run_key FROM checkpoints WHERE id = ?", (row[0],))
-            run_key = run_key.fetchone()[0]
-            children = [  # those whose parent, stored or implied, is the deleted one
-                child
-                for child in conn.execute(
-                    _SELECT + "WHERE c.run_key = ? AND c.version > ?", (run_key, row[1])
-                ).fetchall()
-                if child[4] == checkpoint_id
-            ]
-            rebased = [
-                (child_row[0], rebased_child(deleted, child, self.load_state))
-                for child_row, child in zip(children, self._rows(conn, children), strict=True)
+            (run_key,) = conn.execute(
+                "SELECT run_key FROM checkpoints WHERE id = ?", (row[0],)
+            ).fetchone()
+            children = conn.execute(  # those whose parent, stored or implied, is this one
+                _SELECT + f"WHERE c.run_key = ? AND c.version > ? AND {_PARENT} = ?",
+                (run_key, row[1], checkpoint_id),
+            ).fetchall()
+            rebased = [  # as stored: the writes table's rows stay where they are
+                (child[0], rebased_child(deleted, self._checkpoint(child, {}), self.load_state))
+                for child in children
             ]
             conn.execute("DELETE FROM checkpoints WHERE id = ?", (row[0],))
             for row_id, child in rebased:
@@ -356,7 +354,7 @@ class SQLiteCheckpointStore(BlockingStore):
                     (
                         self._stored_parent(conn, run_key, child.version, child.parent_id),
                         _KIND_CODES[child.kind],
-                        encode_body(child.replace(pending_writes={})),
+                        encode_body(child),
                         row_id,
                     ),
                 )

@@ -312,6 +312,40 @@ def test_delete_one_keeps_every_other_checkpoint_loadable(harness: Harness) -> N
     store.save(checkpoint("run", 8), expected_version=7)
 
 
+def test_a_rewritten_delta_keeps_its_writes_and_interrupts(harness: Harness) -> None:
+    store = harness.store
+    first = checkpoint("run", 1)
+    middle = Checkpoint(
+        run_id="run",
+        checkpoint_id="mid",
+        parent_id=first.checkpoint_id,
+        version=2,
+        step=2,
+        kind="delta",
+        values={"set": [["/data/m", 1]]},
+    )
+    last = Checkpoint(
+        run_id="run",
+        checkpoint_id="last",
+        parent_id="mid",
+        version=3,
+        step=3,
+        kind="delta",
+        values={"set": [["/data/l", 2]]},
+        pending_writes={"inline": [1]},
+        interrupts={"i": {"answer": "yes"}},
+    )
+    for saved in (first, middle, last):
+        store.save(saved, expected_version=saved.version - 1)
+    store.put_writes("run", "last", "later", [2])
+    assert store.delete("mid") is True
+    rewritten = store.load("last")
+    assert rewritten.pending_writes == {"inline": [1], "later": [2]}
+    assert rewritten.interrupts == {"i": {"answer": "yes"}}
+    assert rewritten.parent_id == first.checkpoint_id
+    assert store.load_state("last") == {"data": {"v": 1, "m": 1, "l": 2}}
+
+
 def test_delete_run(harness: Harness) -> None:
     store = harness.store
     saved = save_run(store, "gone", 3)

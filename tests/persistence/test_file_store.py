@@ -124,6 +124,11 @@ def test_malformed_index_and_writes_files_are_decode_errors(tmp_path: Path) -> N
     store.save(cp(1, "w1").replace(run_id="w"), expected_version=0)
     store.put_writes("w", "w1", "task", [1])
     writes = next((store._run_dir("w") / "writes").rglob("*.json"))
-    writes.write_text('{"task_id": 5}')
-    with pytest.raises(CheckpointDecodeError, match="malformed writes file"):
-        store.load("w1")
+    for garbage, message in (
+        ('{"task_id": 5}', "malformed writes file"),
+        ("{oops", "malformed writes file"),
+        ('{"task_id": "task", "writes": {}}', "expected a list"),
+    ):
+        writes.write_text(garbage)
+        with pytest.raises(CheckpointDecodeError, match=message):
+            store.load("w1")
