@@ -48,6 +48,7 @@ from selectgraph.graph import (
     AgentGraph,
     CompiledGraph,
     ErrorPolicy,
+    FailureMode,
     GraphResult,
     GraphSpec,
     GraphState,
@@ -56,6 +57,7 @@ from selectgraph.graph import (
     MergePolicy,
     NodeContext,
     NodeResult,
+    ParallelGroup,
     Reducer,
     RetryPolicy,
     Scatter,
@@ -72,6 +74,7 @@ from selectgraph.graph import (
     update,
 )
 from selectgraph.observe import GraphEvent, GraphEventType, Observer
+from selectgraph.runtime._branches import BranchRef
 
 __version__ = "0.1.0"
 
@@ -85,11 +88,13 @@ __all__ = [
     "AgentOutputError",
     "AgentResult",
     "BranchError",
+    "BranchRef",
     "CompiledGraph",
     "ContextMode",
     "Diagnostic",
     "EdgeError",
     "ErrorPolicy",
+    "FailureMode",
     "GraphBuildError",
     "GraphEvent",
     "GraphEventType",
@@ -114,6 +119,7 @@ __all__ = [
     "NodeResult",
     "NodeTimeout",
     "Observer",
+    "ParallelGroup",
     "ProviderError",
     "ProviderRequestError",
     "ProviderRetryableError",

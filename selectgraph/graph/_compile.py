@@ -21,7 +21,12 @@ from selectgraph.graph._parallel import Branches, ParallelGroup
 from selectgraph.graph._policies import ErrorPolicy
 from selectgraph.graph._safe_eval import ALIASES, Condition, ConditionSyntaxError, parse_condition
 from selectgraph.graph._schema import StateSchema, build_schema
-from selectgraph.graph._subgraph import Projection, SubgraphAdapter, check_projection
+from selectgraph.graph._subgraph import (
+    GraphAdapter,
+    Projection,
+    SubgraphAdapter,
+    check_projection,
+)
 
 if TYPE_CHECKING:
     from selectgraph.graph._builder import AgentGraph, EdgeDecl, NodeDecl, SubgraphDecl
@@ -83,7 +88,8 @@ class _Compiler:
             self.error("empty_graph", f"graph {graph.name!r} has no nodes; add_node() first")
         entry = graph._entry
         if entry is None and decls and not graph._strict_entry:
-            entry = next(iter(decls))  # auto-entry: the first node added
+            # Auto-entry: the first node added that is not a parallel group's member.
+            entry = next((n for n in decls if n not in self.group_members), next(iter(decls)))
         if entry is None:
             if decls:
                 self.error(
@@ -190,7 +196,10 @@ class _Compiler:
             metadata=dict(decl.metadata),
             timeout=decl.timeout,
             group=decl.group,
-            offload=isinstance(adapter, FunctionAdapter) and not adapter.is_async,
+            # Blocking work inside a branch runs on a worker thread: a plain function,
+            # or a graph whose nodes are all synchronous.
+            offload=isinstance(adapter, FunctionAdapter | GraphAdapter | SubgraphAdapter)
+            and not adapter.is_async,
         )
 
     def check_group(self, group: ParallelGroup) -> None:

@@ -51,8 +51,8 @@ FailureMode = Literal["fail_all", "continue_others", "wait_all"]
   failures are recorded in ``state.errors``, the run is "degraded" and continues
   along the success edges (it fails only when every branch failed).
 - ``"wait_all"``: everything finishes; successful writes are merged and every
-  failure is recorded; with any failure the fan-out takes its on_failure edge when
-  it has one, else it continues along its edges, "degraded".
+  failure is recorded; with any failure (all of them included) the fan-out takes
+  its on_failure edge when it has one, else it continues along its edges, "degraded".
 """
 
 FAILURE_MODES: frozenset[str] = frozenset(get_args(FailureMode))

@@ -15,6 +15,7 @@ Two ways to nest a graph:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,6 +26,7 @@ from selectgraph.graph._output import NodeOutput
 from selectgraph.graph._schema import StateSchema
 from selectgraph.graph._state import LAST_OUTPUT, GraphState
 from selectgraph.graph._views import StateView, ViewWrites
+from selectgraph.runtime._run import blocking_sleep
 
 if TYPE_CHECKING:
     from selectgraph.graph._compiled import CompiledGraph
@@ -68,7 +70,7 @@ async def _run_child(
         run_id=parent.run_id,
         namespace=(*parent.namespace, context.node),
         parent=parent.recorder,
-        sleep=parent.sleep,
+        sleep=parent.sleep if _in_event_loop() else blocking_sleep,
         track_writes=track_writes,
     )
     try:
@@ -80,6 +82,15 @@ async def _run_child(
             f"subgraph node {context.node!r} failed: {error}", node=context.node
         ) from error
     return run, result.state, result.total_usage
+
+
+def _in_event_loop() -> bool:
+    """False on a branch's worker thread, where a synchronous child runs without a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _new_messages(live: GraphState, final: GraphState) -> list[Any]:

@@ -668,6 +668,8 @@ class Run:
     # -------------------------------------------------------------- fan-out
     _after_fan_out: Any = None
     """Where the walk goes once a list fan-out has joined."""
+    _branch_steps = 0
+    """The highest step the last fan-out's branches reached."""
 
     async def _fan_out_from(self, source: str, branches: Branches) -> Stop | None:
         """Run a list fan-out (an edge to several nodes, a router's list or Scatter) and join.
@@ -679,6 +681,7 @@ class Run:
             self.graph, source, branches.targets, branches.options, self.branch, branches.how
         )
         outcome = await self._fan_out(plan)
+        self.steps = self._branch_steps  # the join point runs after the deepest branch
         if outcome is None:
             return "max_steps"
         ok, failure = outcome
@@ -715,8 +718,11 @@ class Run:
             if failure is not None:
                 raise failure
         except Exception as exc:
-            return self._handle_failure(spec, visit, exc, started)
+            handled = self._handle_failure(spec, visit, exc, started)
+            self.steps = self._branch_steps
+            return handled
         self._record_success(spec, NodeOutput(), visit, started)
+        self.steps = self._branch_steps  # what runs next comes after the deepest member
         # wait_all with failures takes the group's on_failure edge when it has one.
         return ok or not self.graph.routes[spec.name].failure
 
@@ -766,19 +772,18 @@ class Run:
                 cancelled.append(task.ref.label)
             else:
                 failed.append((task, outcome))
-        if quick_nodes:
-            for node in quick_nodes:
-                self._visits[node] = self._visits.get(node, 0) + 1
-            self.steps = max(self.steps, step + 1)
+        reached = step + 1 if quick_nodes else step
+        for node in quick_nodes:
+            self._visits[node] = self._visits.get(node, 0) + 1
         for branch in runs:
             if branch.usage is not NO_USAGE:
                 self.usage = self.usage + branch.usage
             for node, count in branch.ran.items():
                 self._visits[node] = self._visits.get(node, 0) + count
-            if branch.steps > self.steps:
-                self.steps = branch.steps
+            reached = max(reached, branch.steps)
+        self._branch_steps = reached
         failure: BranchError | None = None
-        if failed and (mode == "fail_all" or not done):
+        if failed and (mode == "fail_all" or (mode == "continue_others" and not done)):
             done = []  # a failed fan-out merges nothing
             failure = self._branch_error(plan, *failed[0])
         else:

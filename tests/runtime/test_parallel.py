@@ -548,3 +548,83 @@ def test_a_fan_out_in_a_subgraph_run_by_a_branch_keeps_the_outer_branch_as_paren
         (("start", 1), ("split", 0)),
         (("start", 1), ("split", 1)),
     }
+
+
+def test_wait_all_with_every_branch_failing_records_each_and_continues_degraded() -> None:
+    def bad(state: GraphState) -> None:
+        raise ValueError("boom")
+
+    graph = AgentGraph("all_fail")
+    graph.add_node("a", bad)
+    graph.add_node("b", bad)
+    graph.add_parallel_nodes("g", ["a", "b"], failure_mode="wait_all")
+    graph.add_node("after", lambda s: {"after": 1})
+    graph.add_edge("g", "after")
+    graph.add_edge("after", END)
+    result = graph.run({})
+    assert result.state["after"] == 1
+    assert [e["branch"] for e in result.state.errors] == ["a", "b"]
+    assert result.quality == "degraded"
+
+    continuing = AgentGraph("all_fail_continue")
+    continuing.add_node("a", bad)
+    continuing.add_node("b", bad)
+    continuing.add_parallel_nodes("g", ["a", "b"], failure_mode="continue_others")
+    continuing.add_edge("g", END)
+    with pytest.raises(BranchError):  # nothing succeeded: the group fails as a node
+        continuing.run({})
+
+
+def test_a_groups_own_events_share_its_step_and_what_follows_comes_after_its_members() -> None:
+    graph = AgentGraph("steps")
+    graph.add_node("a", lambda s: {"a": 1})
+    graph.add_node("b", lambda s: {"b": 1})
+    graph.add_parallel_nodes("g", ["a", "b"])
+    graph.add_node("after", lambda s: None)
+    graph.add_edge("g", "after")
+    graph.add_edge("after", END)
+    events = list(graph.run({}).trace)
+    own = [
+        e for e in events if getattr(e, "node", None) == "g" or getattr(e, "source", None) == "g"
+    ]
+    assert {e.step for e in own} == {1}
+    members = [e for e in events if isinstance(e, NodeStarted) and e.node in ("a", "b")]
+    assert {e.step for e in members} == {2}
+    after = next(e for e in events if isinstance(e, NodeStarted) and e.node == "after")
+    assert after.step == 3
+
+
+def test_synchronous_subgraphs_in_branches_overlap_under_arun() -> None:
+    def nap(state: GraphState) -> dict[str, Any]:
+        time.sleep(0.05)
+        return {"done": True}
+
+    inner = AgentGraph("inner")
+    inner.add_node("nap", nap)
+    inner.add_edge("nap", END)
+    graph = AgentGraph("outer")
+    graph.add_node("plan", lambda s: None)
+    graph.add_node("sub", inner)
+    graph.add_conditional_edge("plan", lambda s: [Scatter("sub", {"i": i}) for i in range(6)])
+    graph.add_edge("sub", END)
+    started = time.perf_counter()
+    result = asyncio.run(graph.arun({}))
+    assert time.perf_counter() - started < 0.05 * 6 / 2
+    assert result.state["done"] is True
+
+
+async def test_astream_gets_events_emitted_on_worker_threads() -> None:
+    inner = AgentGraph("inner")
+    inner.add_node("nap", lambda s: time.sleep(0.01))
+    inner.add_edge("nap", END)
+    graph = AgentGraph("outer")
+    graph.add_node("plan", lambda s: None)
+    graph.add_node("sub", inner)
+    graph.add_conditional_edge("plan", lambda s: [Scatter("sub", {}) for _ in range(4)])
+    graph.add_edge("sub", END)
+    seen = [event async for event in graph.astream({})]
+    inner_starts = [e for e in seen if isinstance(e, NodeStarted) and e.node == "nap"]
+    assert len(inner_starts) == 4
+    assert {e.branch.label for e in inner_starts if e.branch is not None} == {
+        f"plan[{i}]" for i in range(4)
+    }
