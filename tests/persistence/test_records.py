@@ -225,6 +225,8 @@ def test_ids_are_unique_and_sort_by_creation() -> None:
     assert abs(when - dt.datetime.now(dt.UTC)) < dt.timedelta(minutes=1)
     assert id_time("short") is None
     assert id_time("!" * 18) is None
+    assert id_time("ilou" + made[0][4:]) is None  # letters Crockford base32 leaves out
+    assert id_time("Z" * 18) is None
 
 
 @pytest.mark.parametrize(
