@@ -54,13 +54,24 @@ state_shape = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(state_shape, state_shape)
-def test_apply_of_diff_gives_the_new_state(old: dict[str, Any], new: dict[str, Any]) -> None:
+def check_apply_of_diff(old: dict[str, Any], new: dict[str, Any]) -> None:
     delta = diff_state(old, new)
     assert json.loads(json.dumps(delta)) == delta  # stored as JSON as it is
     # Compared as JSON text: == would take 1, 1.0 and True as the same value.
     assert json.dumps(apply_delta(old, delta), sort_keys=True) == json.dumps(new, sort_keys=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(state_shape, state_shape)
+def test_apply_of_diff_gives_the_new_state(old: dict[str, Any], new: dict[str, Any]) -> None:
+    check_apply_of_diff(old, new)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None)
+@given(state_shape, state_shape)
+def test_apply_of_diff_gives_the_new_state_long(old: dict[str, Any], new: dict[str, Any]) -> None:
+    check_apply_of_diff(old, new)
 
 
 def test_diff_stores_changed_keys_and_appended_tails_only() -> None:
