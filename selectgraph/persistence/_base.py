@@ -7,7 +7,7 @@ import builtins
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Self, TypeVar
 
 from selectgraph._errors import CheckpointDecodeError, CheckpointNotFound
 from selectgraph.persistence._records import Checkpoint, diff_state, materialize
@@ -192,6 +192,18 @@ class BlockingStore(ABC):
     def close(self) -> None:
         """See :meth:`CheckpointStore.aclose`."""
         self._close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # -- async API --------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from selectgraph._errors import CheckpointConflict, CheckpointNotFound
 from selectgraph.persistence._base import Portal, check_list_args, check_save, rebased_child
@@ -515,3 +515,15 @@ class PostgresCheckpointStore:
         if not self._portal.closed:
             self._portal.call(self._pool.close())
             self._portal.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from selectgraph.persistence._records import Checkpoint
 
@@ -160,3 +160,15 @@ class CheckpointStore(Protocol):
     def close(self) -> None:
         """Sync twin of :meth:`aclose`."""
         ...
+
+    def __enter__(self) -> Self:
+        """``with store:`` closes the store on the way out."""
+        ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
+    async def __aenter__(self) -> Self:
+        """``async with store:`` closes the store on the way out."""
+        ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...

@@ -191,6 +191,14 @@ async def test_async_methods_round_trip(harness: Harness) -> None:
     assert await store.adelete_run("ra") == 0
 
 
+async def test_stores_are_context_managers(durable: Harness) -> None:
+    saved = checkpoint("ctx", 1)
+    with durable.reopen() as store:
+        store.save(saved, expected_version=0)
+    async with durable.reopen() as store:
+        assert await store.aload(saved.checkpoint_id) == saved
+
+
 async def test_sync_twins_work_inside_a_running_loop(harness: Harness) -> None:
     asyncio.get_running_loop()  # this test runs in one
     saved = checkpoint("loop", 1)
