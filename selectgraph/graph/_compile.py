@@ -491,6 +491,7 @@ class _Compiler:
                 is_async=any(e.is_async for e in node_edges),
                 simple=simple,
                 router=router,
+                router_view=f"router on {name!r}",
             )
         return routes
 

@@ -176,6 +176,8 @@ class NodeRoutes:
     ``(evaluate, edge)`` pairs, evaluated straight on the data (fast path)."""
     router: Edge | None = None
     """When the only success edge is one synchronous router: that edge (fast path)."""
+    router_view: str = ""
+    """The name the router's read-only view gives in errors (``router on 'node'``)."""
 
     @property
     def has_failure_route(self) -> bool:

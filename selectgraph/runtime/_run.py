@@ -364,11 +364,16 @@ class Run:
                     else:
                         recorder.record(EdgeFired, step, name, target, edge.kind, edge.label)
                 elif ok and routes.router is not None:
-                    view = StateView(state, f"router on {name!r}", readonly=True)
-                    resolved = route_with_value(routes.router, state, nodes, view)
-                    target = self._follow(name, resolved)
-                    if resolved[2] is not None and resolved[2].values:
-                        quiet = False  # the router wrote
+                    edge = routes.router
+                    view = StateView(state, routes.router_view, readonly=True)
+                    resolved = route_with_value(edge, state, nodes, view)
+                    target = resolved[0]
+                    if type(target) is str and resolved[2] is None:
+                        recorder.record(EdgeFired, step, name, target, "router", edge.label, "")
+                    else:
+                        target = self._follow(name, resolved)
+                        if resolved[2] is not None and resolved[2].values:
+                            quiet = False  # the router wrote
                 else:
                     if routes.is_async:
                         resolved = await aresolve_next(name, routes, ok, state, nodes)
@@ -441,7 +446,35 @@ class Run:
                 self._merger.clear(self.state, stale)
         if self.written_keys is not None:
             self.written_keys.update(output.written_keys())
-        self._record_success(spec, output, visit, started)
+        # _record_success, inlined: this runs once per step.
+        usage = output.usage
+        if usage is not None:
+            self.usage = self.usage + usage
+        writes = output.writes
+        written = output.update
+        if writes is not None and writes.assignments:
+            written = {**writes.assignments, **written}
+        finished = perf_counter()
+        duration = (finished - started) * 1000
+        attempts = self._attempts
+        if attempts != 1:
+            self._attempts = 1
+        self._history.append(
+            (
+                name,
+                step,
+                visit,
+                "success",
+                written,
+                written.get(LAST_OUTPUT),
+                None,
+                attempts,
+                duration,
+                usage,
+                output.agent_result,
+            )
+        )
+        self.recorder.finish_node(finished, step, name, visit, duration, "success", attempts)
 
     def _record_success(
         self, spec: NodeSpec, output: NodeOutput, visit: int, started: float
