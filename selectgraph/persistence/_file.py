@@ -196,6 +196,8 @@ class FileCheckpointStore(BlockingStore):
         with _locked(run_dir / "LOCK"):
             actual = self._version(run_dir)
             if actual != expected_version:
+                if self._stored(checkpoint.checkpoint_id) == (run_dir, checkpoint.version):
+                    return  # this very save was committed before: a retry
                 raise CheckpointConflict(
                     checkpoint.run_id, expected_version=expected_version, actual_version=actual
                 )

@@ -57,6 +57,11 @@ class InMemoryCheckpointStore(BlockingStore):
             run = self._runs.get(checkpoint.run_id)
             actual = run.version if run is not None else 0
             if actual != expected_version:
+                if self._owner.get(checkpoint.checkpoint_id) == (
+                    checkpoint.run_id,
+                    checkpoint.version,
+                ):
+                    return  # this very save was committed before: a retry
                 raise CheckpointConflict(
                     checkpoint.run_id, expected_version=expected_version, actual_version=actual
                 )

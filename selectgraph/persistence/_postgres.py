@@ -274,6 +274,9 @@ class PostgresCheckpointStore:
                 row = await cursor.fetchone()
             actual = int(row[0]) if row is not None else 0
             if actual != expected_version:
+                cursor = await conn.execute(self._q["owner"], (checkpoint.checkpoint_id,))
+                if await cursor.fetchone() == (checkpoint.run_id, checkpoint.version):
+                    return  # this very save was committed before: a retry
                 raise CheckpointConflict(
                     checkpoint.run_id, expected_version=expected_version, actual_version=actual
                 )

@@ -28,7 +28,10 @@ class CheckpointStore(Protocol):
     async def asave(self, checkpoint: Checkpoint, *, expected_version: int) -> None:
         """Store ``checkpoint`` as the run's new head, if the head is at ``expected_version``.
 
-        ``checkpoint.version`` must be ``expected_version + 1``.
+        ``checkpoint.version`` must be ``expected_version + 1``. Saving a
+        checkpoint that this run already holds at that version does nothing, so
+        a save retried after its first attempt committed (a lost reply, an
+        executor re-running a step) succeeds instead of conflicting.
 
         Raises:
             CheckpointConflict: the run's head version is not ``expected_version``.

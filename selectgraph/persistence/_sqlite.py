@@ -252,6 +252,12 @@ class SQLiteCheckpointStore(BlockingStore):
             ).fetchone()
             actual = row[1] if row is not None else 0
             if actual != expected_version:
+                mine = self._find(conn, checkpoint.checkpoint_id)
+                if mine is not None and (mine[2], mine[1]) == (
+                    checkpoint.run_id,
+                    checkpoint.version,
+                ):
+                    return  # this very save was committed before: a retry
                 raise CheckpointConflict(
                     checkpoint.run_id, expected_version=expected_version, actual_version=actual
                 )

@@ -424,6 +424,21 @@ def test_a_stale_write_conflicts_and_writes_nothing(harness: Harness) -> None:
     assert store.list("r") == saved
 
 
+def test_a_retried_save_that_already_committed_succeeds(harness: Harness) -> None:
+    store = harness.store
+    first, second = save_run(store, "r", 2)
+    store.save(second, expected_version=1)  # the reply was lost; the step runs again
+    store.save(first, expected_version=0)
+    assert store.list("r") == [first, second]
+    # Another checkpoint at that version is a conflict, as is the same id elsewhere.
+    with pytest.raises(CheckpointConflict):
+        store.save(checkpoint("r", 2), expected_version=1)
+    with pytest.raises(CheckpointConflict):
+        store.save(second.replace(run_id="other", version=2), expected_version=1)
+    with pytest.raises(ValueError, match="already stored"):
+        store.save(second.replace(version=3), expected_version=2)
+
+
 async def test_two_concurrent_saves_exactly_one_wins(harness: Harness) -> None:
     store = harness.store
     first = checkpoint("race", 1)
