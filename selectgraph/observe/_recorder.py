@@ -26,7 +26,7 @@ logger = logging.getLogger("selectgraph")
 
 Listener = Callable[[GraphEvent], None]
 
-# (event class, (run_id, graph, namespace, branch), step, timestamp, *event-specific values):
+# (event class code, (run_id, graph, namespace, branch), step, timestamp, *event values):
 # one flat tuple per event, so a long run leaves the garbage collector less to walk.
 RawEvent = tuple[Any, ...]
 
@@ -42,21 +42,38 @@ def _own_fields(cls: type[GraphEvent]) -> tuple[str, ...]:
     return names
 
 
-_SPAN = "span"
+_SPAN = -1
 """Marks a raw entry that holds a node's NodeStarted and NodeFinished at once."""
+
+# A raw entry names its event class by a small int, not the class itself: a tuple
+# of plain values is one the garbage collector stops tracking, so a long run's
+# trace is not walked again by every full collection.
+_CLASSES: list[type[GraphEvent]] = []
+_CODES: dict[type[GraphEvent], int] = {}
+
+
+def _code(cls: type[GraphEvent]) -> int:
+    code = _CODES.get(cls)
+    if code is None:
+        code = _CODES[cls] = len(_CLASSES)
+        _CLASSES.append(cls)
+    return code
+
+
+_NODE_STARTED = _code(NodeStarted)
 
 
 def _expand(raw: RawEvent) -> tuple[GraphEvent, GraphEvent]:
     """The two events of a span: (span, base, step, started, name, visit, finished, *rest)."""
     _, base, step, started, name, visit, finished, *rest = raw
     return (
-        _build((NodeStarted, base, step, started, name, visit)),
-        _build((NodeFinished, base, step, finished, name, visit, *rest)),
+        _build((_NODE_STARTED, base, step, started, name, visit)),
+        _build((_code(NodeFinished), base, step, finished, name, visit, *rest)),
     )
 
 
 def _build(raw: RawEvent) -> GraphEvent:
-    cls: type[GraphEvent] = raw[0]
+    cls = _CLASSES[raw[0]]
     (run_id, graph, namespace, branch), step, timestamp = raw[1:4]
     own = dict(zip(_own_fields(cls), raw[4:], strict=False))
     return cls(
@@ -83,7 +100,7 @@ class Trace(Sequence[GraphEvent]):
         spans = False
         for index, entry in enumerate(log):
             if type(entry) is tuple:
-                if entry[0] is _SPAN:
+                if entry[0] == _SPAN:
                     spans = True
                 else:
                     log[index] = _build(entry)
@@ -164,7 +181,7 @@ class EventRecorder:
         self, base: tuple[Any, ...], clock: float, cls: type[GraphEvent], step: int, *values: Any
     ) -> None:
         """Like :meth:`record_at`, for a branch that runs without a recorder of its own."""
-        raw = (cls, base, step, clock + self._wall_offset, *values)
+        raw = (_code(cls), base, step, clock + self._wall_offset, *values)
         if self.live:
             self.emit(_build(raw))
         else:
@@ -182,7 +199,7 @@ class EventRecorder:
 
     def record(self, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Record an event of ``cls``; ``values`` are its own fields in declaration order."""
-        raw = (cls, self._base, step, time.time(), *values)
+        raw = (_code(cls), self._base, step, time.time(), *values)
         if self.live:
             self.emit(_build(raw))
         else:
@@ -190,7 +207,7 @@ class EventRecorder:
 
     def record_at(self, clock: float, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Like :meth:`record`, timestamped from a ``perf_counter()`` reading the caller took."""
-        raw = (cls, self._base, step, clock + self._wall_offset, *values)
+        raw = (_code(cls), self._base, step, clock + self._wall_offset, *values)
         if self.live:
             self.emit(_build(raw))
         else:
@@ -216,7 +233,7 @@ class EventRecorder:
             last = log[-1] if log else None
             if (
                 type(last) is tuple
-                and last[0] is NodeStarted
+                and last[0] == _NODE_STARTED
                 and last[1] is self._base
                 and last[2] == step
                 and last[4] == node
@@ -236,7 +253,7 @@ class EventRecorder:
         in it would make a reference cycle, and a finished run's state would
         then wait for the cyclic garbage collector instead of being freed at once.
         """
-        raw = (cls, self._base, step, time.time(), *values)
+        raw = (_code(cls), self._base, step, time.time(), *values)
         if not self.live:
             self._log.append(raw)
             return
