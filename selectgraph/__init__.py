@@ -22,11 +22,14 @@ from selectgraph._errors import (
     ReducerError,
     RoutingError,
     SelectGraphError,
+    StateDecodeError,
     StateSerializationError,
     StateValidationError,
+    TypeNotAllowedError,
     VisitLimitExceeded,
 )
 from selectgraph._messages import Message, Role, ToolCall
+from selectgraph._serialization import StateSerializer
 from selectgraph._sentinels import END
 from selectgraph._usage import Usage
 from selectgraph.agents import (
@@ -131,10 +134,13 @@ __all__ = [
     "RoutingError",
     "Scatter",
     "SelectGraphError",
+    "StateDecodeError",
     "StateSerializationError",
+    "StateSerializer",
     "StateValidationError",
     "Tool",
     "ToolCall",
+    "TypeNotAllowedError",
     "Usage",
     "Verdict",
     "VisitLimitExceeded",
