@@ -29,8 +29,8 @@ from selectgraph._errors import (
     VisitLimitExceeded,
 )
 from selectgraph._messages import Message, Role, ToolCall
-from selectgraph._serialization import StateSerializer
 from selectgraph._sentinels import END
+from selectgraph._serialization import StateSerializer
 from selectgraph._usage import Usage
 from selectgraph.agents import (
     Agent,

@@ -429,9 +429,7 @@ def test_dedupe_append_names_the_item_with_an_unhashable_key() -> None:
         dedupe_append()([], [1, 2, [3]])
 
 
-def test_an_item_without_the_key_gets_a_reducer_error_naming_index_and_node() -> (
-    None
-):
+def test_an_item_without_the_key_gets_a_reducer_error_naming_index_and_node() -> None:
     class Records(TypedDict, total=False):
         records: Annotated[list[dict[str, Any]], merge_by_key("id")]
 
