@@ -77,6 +77,16 @@ from selectgraph.graph import (
     update,
 )
 from selectgraph.observe import GraphEvent, GraphEventType, Observer
+from selectgraph.persistence import (
+    CheckpointConflict,
+    CheckpointDecodeError,
+    CheckpointNotFound,
+    CheckpointStore,
+    FileCheckpointStore,
+    InMemoryCheckpointStore,
+    PostgresCheckpointStore,
+    SQLiteCheckpointStore,
+)
 from selectgraph.runtime._branches import BranchRef
 
 __version__ = "0.1.0"
@@ -92,12 +102,17 @@ __all__ = [
     "AgentResult",
     "BranchError",
     "BranchRef",
+    "CheckpointConflict",
+    "CheckpointDecodeError",
+    "CheckpointNotFound",
+    "CheckpointStore",
     "CompiledGraph",
     "ContextMode",
     "Diagnostic",
     "EdgeError",
     "ErrorPolicy",
     "FailureMode",
+    "FileCheckpointStore",
     "GraphBuildError",
     "GraphEvent",
     "GraphEventType",
@@ -106,6 +121,7 @@ __all__ = [
     "GraphSpec",
     "GraphSpecError",
     "GraphState",
+    "InMemoryCheckpointStore",
     "JudgeDecision",
     "JudgeEscalated",
     "LLMJudge",
@@ -123,6 +139,7 @@ __all__ = [
     "NodeTimeout",
     "Observer",
     "ParallelGroup",
+    "PostgresCheckpointStore",
     "ProviderError",
     "ProviderRequestError",
     "ProviderRetryableError",
@@ -132,6 +149,7 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "RoutingError",
+    "SQLiteCheckpointStore",
     "Scatter",
     "SelectGraphError",
     "StateDecodeError",
