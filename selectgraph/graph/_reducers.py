@@ -69,6 +69,8 @@ class Reducer:
     concatenates: bool = False
     """Merging list updates one after another equals merging their concatenation once
     (a join merges many branches' updates of such a field in one go)."""
+    merges_dicts: bool = False
+    """An update is a dict whose items are merged into the field's dict."""
 
     def __call__(self, current: Any, update: Any) -> Any:
         """Return the merged value; never mutates ``current`` or ``update``."""
@@ -537,6 +539,8 @@ class _MergeByKey(Reducer):
 
 class _DictMerge(Reducer):
     """Shared engine path of the reducers whose plan is "update the dict with these items"."""
+
+    merges_dicts = True
 
     def _prior(self, current: Any) -> Mapping[Any, Any]:
         if current is MISSING or current is None:

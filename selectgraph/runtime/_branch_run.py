@@ -10,6 +10,7 @@ to what it added relative to what its node read, and handed to the join.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,13 @@ class BranchRun(Run):
     detect = False  # loops inside a branch are bounded by max_steps, not fingerprints
 
     def __init__(
-        self, parent: Run, task: BranchTask, stop_at: str | EndType | None, one_node: bool
+        self,
+        parent: Run,
+        task: BranchTask,
+        stop_at: str | EndType | None,
+        one_node: bool,
+        abort: threading.Event | None = None,
+        seed: BranchWrites | None = None,
     ) -> None:
         # Run.__init__ is not called: a branch shares most of its parent's setup.
         graph = parent.graph
@@ -62,8 +69,9 @@ class BranchRun(Run):
         self.steps = parent.steps
         self.usage = NO_USAGE
         self.written_keys = None
-        self.writes = BranchWrites(task.ref.index, task.ref.label)
+        self.writes = seed or BranchWrites(task.ref.index, task.ref.label)
         """What this branch produced, in order: the join's input."""
+        self.abort = abort
         self.ran: dict[str, int] = {}
         """How many times each node ran in this branch (added to the parent's visits)."""
         self.hit_limit = False
@@ -80,15 +88,25 @@ class BranchRun(Run):
         self._direct_async = graph.direct_async
         self._own_state = False
         self.state = light_state(parent.state, task.patch)
+        if seed is not None:
+            # The branch's first node already ran (a quick branch that chose a goto):
+            # its writes are the branch's state from here on.
+            self.steps += 1
+            self._detach()
+            for source, output in seed.outputs:
+                self._merger.merge(self.state, output, source, self.steps)
 
-    async def run(self, node: str) -> BranchWrites:
+    async def run(self, node: str | EndType) -> BranchWrites:
         """Walk from ``node`` to the join point; returns what the branch wrote."""
-        stop: str = await self.walk(node)
+        try:
+            stop: str = await self.walk(node)
+        finally:
+            # Counted even when the branch failed, so max_visits still holds.
+            for name, count in self._visits.items():
+                added = count - self._parent_visits.get(name, 0)
+                if added:
+                    self.ran[name] = added
         self.hit_limit = stop == "max_steps"
-        for name, count in self._visits.items():
-            added = count - self._parent_visits.get(name, 0)
-            if added:
-                self.ran[name] = added
         return self.writes
 
     # ------------------------------------------------------------ own state
@@ -106,10 +124,13 @@ class BranchRun(Run):
         state.metadata = dict(state.metadata)
         state.errors = self.writes.errors
 
-    def _goes_on(self, spec: NodeSpec) -> bool:
+    def _goes_on(self, spec: NodeSpec, output: NodeOutput) -> bool:
         """Whether anything after this node reads the branch's state."""
         if self.one_node:
             return False
+        goto = output.goto
+        if goto is not None:
+            return goto is not self.stop_at and goto is not END
         static = self.graph.routes[spec.name].static_success
         return static is None or (static.target is not self.stop_at and static.target is not END)
 
@@ -119,7 +140,7 @@ class BranchRun(Run):
         if reducers and output.writes is not None:
             relative_to(output, self.state.data, reducers)
         self.writes.outputs.append((spec.name, output))
-        if self._goes_on(spec):
+        if self._goes_on(spec, output):
             self._detach()
             self._merger.merge(self.state, output, spec.name, self.steps)
         self._record_success(spec, output, visit, started)
@@ -131,13 +152,15 @@ class BranchRun(Run):
 
     def _record_error(self, record: dict[str, Any]) -> None:
         if self.branch is not None:
-            record["branch"] = self.branch.label
+            record.setdefault("branch", self.branch.label)  # a nested branch names itself
         self.writes.errors.append(record)
 
-    def _merge_branches(self, plan: FanOutPlan, done: list[BranchWrites]) -> None:
+    def _merge_branches(
+        self, plan: FanOutPlan, done: list[BranchWrites]
+    ) -> list[tuple[str, NodeOutput]]:
         # A fan-out nested in this branch joins into this branch's state, and what
-        # its branches wrote becomes this branch's pending writes too.
+        # that join wrote (under its own merge rules) becomes this branch's writes.
         self._detach()
-        super()._merge_branches(plan, done)
-        for nested in done:
-            self.writes.outputs.extend(nested.outputs)
+        merged = super()._merge_branches(plan, done)
+        self.writes.outputs.extend(merged)
+        return merged

@@ -21,6 +21,7 @@ from selectgraph.graph._parallel import FailureMode
 
 __all__ = [
     "CANCELLED",
+    "BranchAborted",
     "BranchRef",
     "BranchTask",
     "drive",
@@ -44,6 +45,10 @@ class _Cancelled:
 
 CANCELLED: Final = _Cancelled()
 """The outcome of a branch that fail_all cancelled before it finished."""
+
+
+class BranchAborted(Exception):
+    """Raised in a branch that fail_all gave up on, before it starts another node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +144,7 @@ async def run_concurrently(
     *,
     failure_mode: FailureMode,
     limit: int | None,
+    on_abort: Callable[[], None] | None = None,
 ) -> list[Outcome]:
     """Run ``call(task)`` for every task as asyncio tasks; outcomes in task order.
 
@@ -163,12 +169,16 @@ async def run_concurrently(
         if failure_mode == "fail_all":
             _done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
             if pending:
+                if on_abort is not None:
+                    on_abort()  # work on threads cannot be cancelled: it stops at its next node
                 for future in pending:
                     future.cancel()
                 await asyncio.wait(pending)
         else:
             await asyncio.wait(running)
     except asyncio.CancelledError:
+        if on_abort is not None:
+            on_abort()
         for future in running:
             future.cancel()
         await asyncio.wait(running)
@@ -192,12 +202,14 @@ def run_on_threads(
     *,
     failure_mode: FailureMode,
     limit: int | None,
+    on_abort: Callable[[], None] | None = None,
 ) -> list[Outcome]:
     """Like :func:`run_concurrently` for a run driven without an event loop: one thread a branch.
 
-    Under ``fail_all`` branches that have not started are cancelled; a thread
-    already running a node cannot be stopped: it finishes, and since the
-    fan-out failed, what it wrote is discarded with the rest.
+    Under ``fail_all`` branches that have not started are cancelled, and
+    ``on_abort`` tells the running ones to stop before their next node; a
+    thread already running a node cannot be stopped: that node finishes, and
+    since the fan-out failed, what it wrote is discarded with the rest.
     """
     workers = min(len(tasks), limit or DEFAULT_THREADS) or 1
     with concurrent.futures.ThreadPoolExecutor(
@@ -211,6 +223,8 @@ def run_on_threads(
             else concurrent.futures.ALL_COMPLETED
         )
         _, pending = concurrent.futures.wait(futures, return_when=mode)
+        if pending and on_abort is not None:
+            on_abort()  # running branches stop before their next node
         for future in pending:
             future.cancel()
     outcomes: list[Outcome] = []

@@ -47,14 +47,16 @@ class BranchWrites:
 def relative_to(
     output: NodeOutput, seen: Mapping[str, Any], incremental: Mapping[str, Any]
 ) -> None:
-    """Turn in-place growth of a list the node read into an update of just the new items.
+    """Turn in-place growth of a container the node read into an update of what it added.
 
-    A branch written in the seed's style (``state.data["notes"].append(x)``)
-    reports the whole grown list. Merged as a replacement, two such branches
-    would drop each other's items; merged through the field's reducer it would
-    repeat the parent's. So a list that starts with what the node saw becomes
-    an update carrying the new tail, for keys in ``incremental`` (those with a
-    reducer).
+    A branch written in the seed's style (``state.data["notes"].append(x)``,
+    ``state.data["facts"][k] = v``) reports the whole grown value. Merged as a
+    replacement, two such branches would drop each other's additions; merged
+    through the field's reducer it would repeat the parent's. So, for keys in
+    ``incremental`` (those with a reducer), a list that starts with what the node
+    saw becomes an update carrying the new tail, and a dict that kept every key
+    it had becomes an update carrying the new and changed items (for reducers
+    that merge dicts).
     """
     writes = output.writes
     if writes is None or not writes.assignments:
@@ -67,10 +69,28 @@ def relative_to(
         before = look(key, MISSING)
         if type(value) is list and type(before) is list and value[: len(before)] == before:
             moved[key] = value[len(before) :]
+        elif (
+            type(value) is dict
+            and type(before) is dict
+            and getattr(incremental[key], "merges_dicts", False)
+            and before.keys() <= value.keys()
+        ):
+            moved[key] = {
+                k: v for k, v in value.items() if k not in before or not _same(before[k], v)
+            }
     if moved:
         for key in moved:
             del writes.assignments[key]
         output.update = {**output.update, **moved}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # an object whose == does not give a truth value: call it changed
+        return False
 
 
 def join_branches(
@@ -82,8 +102,11 @@ def join_branches(
     *,
     node: str,
     step: int,
-) -> None:
+) -> list[tuple[str, NodeOutput]]:
     """Merge every branch's writes into ``state``; on failure the state is left as it was.
+
+    Returns the outputs merged, in order: what the join wrote, for a fan-out that
+    itself runs in a branch and must pass its result on as its own writes.
 
     Raises:
         MergeConflictError: under MergePolicy.ERROR, two branches wrote one key.
@@ -96,11 +119,23 @@ def join_branches(
     reduced: dict[str, list[tuple[str, Any]]] = {}
     plain: dict[str, list[tuple[str, Any]]] = {}
     messages: list[Any] = []
+    history: list[Any] = []
     metadata: dict[str, Any] = {}
     metadata_deleted: set[str] = set()
     for branch in branches:
         final: dict[str, Any] = {}
         for source, output in branch.outputs:
+            writes = output.writes
+            if writes is not None:
+                # Whole values set through the view first; a returned update wins
+                # over them, as in a merge outside branches.
+                for key in writes.deletions:
+                    final[key] = _DELETED
+                final.update(writes.assignments)
+                messages.extend(writes.messages)
+                history.extend(writes.history)
+                metadata.update(writes.metadata)
+                metadata_deleted.update(writes.metadata_deletions)
             update = output.update
             if reducers and not reducers.keys().isdisjoint(update):
                 for key, value in update.items():
@@ -110,15 +145,6 @@ def join_branches(
                         final[key] = value
             else:
                 final.update(update)
-            writes = output.writes
-            if writes is None:
-                continue
-            for key in writes.deletions:
-                final[key] = _DELETED
-            final.update(writes.assignments)
-            messages.extend(writes.messages)
-            metadata.update(writes.metadata)
-            metadata_deleted.update(writes.metadata_deletions)
         for key, value in final.items():
             plain.setdefault(key, []).append((branch.label, value))
 
@@ -141,25 +167,35 @@ def join_branches(
             )
         else:
             one_by_one.extend((source, key, value) for source, value in updates)
-    has_plain = bool(assignments or deletions or messages or metadata or metadata_deleted)
+    has_plain = bool(
+        assignments or deletions or messages or history or metadata or metadata_deleted
+    )
     merges = bool(batched) + len(one_by_one) + has_plain
     # Each merge is all-or-nothing; across several, what an earlier one changed is kept
     # aside so that a failure leaves the state as it was.
     saved = {key: _copy(data.get(key, MISSING)) for key in reduced} if merges > 1 else {}
+    merged: list[tuple[str, NodeOutput]] = []
     try:
         if batched:
-            merger.merge(state, NodeOutput(batched), node, step)
+            batch_output = NodeOutput(batched)
+            merger.merge(state, batch_output, node, step)
+            merged.append((node, batch_output))
         for source, key, value in one_by_one:
-            merger.merge(state, NodeOutput({key: value}), source, step)
+            single = NodeOutput({key: value})
+            merger.merge(state, single, source, step)
+            merged.append((source, single))
         if has_plain:
             writes = ViewWrites(
                 assignments=assignments,
                 deletions=deletions,
                 messages=messages,
+                history=history,
                 metadata=metadata,
                 metadata_deletions=metadata_deleted,
             )
-            merger.merge(state, NodeOutput(writes=writes), node, step)
+            plain_output = NodeOutput(writes=writes)
+            merger.merge(state, plain_output, node, step)
+            merged.append((node, plain_output))
     except Exception:
         # Reducer updates merged before the failure were committed; put those fields back.
         for key, value in saved.items():
@@ -173,6 +209,7 @@ def join_branches(
             state.history.raw.extend(branch.history)  # type: ignore[attr-defined]
         if branch.errors:
             state.errors.extend(branch.errors)
+    return merged
 
 
 def _copy(value: Any) -> Any:
@@ -216,7 +253,7 @@ def apply_merge_fn(
     *,
     node: str,
     step: int,
-) -> None:
+) -> list[tuple[str, NodeOutput]]:
     """Merge through a user's ``merge_fn(branch_states) -> GraphState`` instead of the policy.
 
     Each branch state is the parent with that branch's writes merged in. The
@@ -252,7 +289,9 @@ def apply_merge_fn(
         assignments=assignments,
         messages=[m for m in combined.messages if id(m) not in known_messages],
     )
-    merger.merge(state, NodeOutput(writes=writes), node, step)
+    output = NodeOutput(writes=writes)
+    merger.merge(state, output, node, step)
     for branch in branches:
         state.history.raw.extend(branch.history)  # type: ignore[attr-defined]
         state.errors.extend(branch.errors)
+    return [(node, output)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from time import perf_counter
@@ -75,6 +76,7 @@ from selectgraph.observe._events import (
 from selectgraph.observe._recorder import EventRecorder
 from selectgraph.runtime._branches import (
     CANCELLED,
+    BranchAborted,
     BranchRef,
     BranchTask,
     run_blocking,
@@ -208,6 +210,8 @@ class Run:
     """Whether loop and stall detection run (not inside branches)."""
     branch: BranchRef | None = None
     """The branch this walk is, inside fan-outs."""
+    abort: threading.Event | None = None
+    """For a branch: set when its fan-out gave up; the walk stops before its next node."""
 
     @property
     def driven_without_loop(self) -> bool:
@@ -253,6 +257,7 @@ class Run:
         state = self.state
         stop_at = self.stop_at
         one_node = self.one_node
+        abort = self.abort
         name = ""
         top = stop_at is None
         stop: Stop
@@ -271,6 +276,8 @@ class Run:
                     self._stopped_at = target
                     stop = "max_steps"
                     break
+                if abort is not None and abort.is_set():
+                    raise BranchAborted(f"branch {self.branch!r} stopped: its fan-out failed")
                 name = target  # type: ignore[assignment]
                 spec = nodes[name]
                 self.steps = step = self.steps + 1
@@ -299,6 +306,9 @@ class Run:
                 recorder.record_at(started, NodeStarted, step, name, visit)
                 if spec.group is not None:
                     ok = await self._run_group(spec, visit, started)
+                    if self._group_hit_limit:
+                        stop = "max_steps"
+                        break
                     goto = None
                     quiet = False
                 else:
@@ -519,7 +529,10 @@ class Run:
         Nodes called directly get their retries here, so the first attempt of a
         node under ErrorPolicy.RETRY costs what any direct call costs.
         """
-        if spec.name in self.graph.retried_directly:
+        name = spec.name
+        if name in self.graph.retried_directly and (
+            name in self._direct_calls or name in self._direct_async
+        ):  # the first attempt was a direct call: its retries are made here
             retry = spec.retry or self.graph.settings.retry
             if retry.max_retries and is_retryable(retry, exc):
                 try:
@@ -717,12 +730,19 @@ class Run:
         self.steps = self._branch_steps  # the join point runs after the deepest branch
         if outcome is None:
             return "max_steps"
-        ok, failure = outcome
-        if not ok and failure is not None:
+        failure = outcome[1]
+        del outcome  # it holds the failure, whose traceback will hold this frame
+        if failure is not None:
             failure.node = failure.node or source
-            raise failure
+            try:
+                raise failure
+            finally:
+                del failure  # the traceback holds this frame: no cycle through a local
         self._after_fan_out = plan.join if plan.join is not None else END
         return None
+
+    _group_hit_limit = False
+    """Whether the last parallel group stopped because a member reached max_steps."""
 
     async def _run_group(self, spec: NodeSpec, visit: int, started: float) -> bool:
         """Run a parallel group node; returns whether its success edges apply."""
@@ -745,13 +765,21 @@ class Run:
         try:
             outcome = await self._fan_out(plan)
             if outcome is None:
-                ok, failure = True, None  # a member's branch hit the step limit
+                self._group_hit_limit = True  # walk stops there, reporting max_steps
+                ok, failure = True, None
             else:
                 ok, failure = outcome
+                del outcome  # it holds the failure, whose traceback will hold this frame
             if failure is not None:
-                raise failure
+                try:
+                    raise failure
+                finally:
+                    del failure
         except Exception as exc:
-            handled = self._handle_failure(spec, visit, exc, started)
+            try:
+                handled = self._handle_failure(spec, visit, exc, started)
+            finally:
+                del exc
             self.steps = self._branch_steps
             return handled
         self._record_success(spec, NodeOutput(), visit, started)
@@ -764,8 +792,9 @@ class Run:
 
         Returns ``(ok, failure)``: ``ok`` is whether the fan-out's success edges
         apply; ``failure`` is the error to raise or route when the fan-out failed as
-        a whole (fail_all, or every branch failed). ``None`` means a branch reached
-        the step limit (its writes are merged; the run stops there).
+        a whole (fail_all, or every branch failed under continue_others). ``None``
+        means a branch reached the step limit (what was done is merged; the run
+        stops there).
         """
         from selectgraph.runtime._branch_run import BranchRun
 
@@ -773,27 +802,38 @@ class Run:
         mode = options.failure_mode
         step = self.steps
         labels = plan.labels
-        self.recorder.record(ParallelStarted, step, plan.source, tuple(labels), mode)
+        recorder = self.recorder
+        recorder.record(ParallelStarted, step, plan.source, tuple(labels), mode)
         started = perf_counter()
         runs: list[BranchRun] = []
         single = plan.join is None
         quick_nodes: list[str] = []
+        # Set when fail_all gives up: branches on worker threads stop before their next node.
+        abort = threading.Event()
 
         async def run_branch(task: BranchTask) -> BranchWrites:
             quick = self._quick_call(task.node, plan.join)
             if quick is not None:
-                quick_nodes.append(task.node)
-                return await self._quick_branch(task, quick, step, plan.join)
-            branch = BranchRun(self, task, plan.join, single)
+                quick_nodes.append(task.node)  # a visit, whether it succeeds or not
+                writes, goto = await self._quick_branch(task, quick, step, plan.join)
+                if single or goto is None or goto is plan.join or goto is END:
+                    return writes
+                # The node chose where its branch goes on: walk it from there.
+                walker = BranchRun(self, task, plan.join, False, abort, writes)
+                runs.append(walker)
+                return await walker.run(goto)
+            branch = BranchRun(self, task, plan.join, single, abort)
             runs.append(branch)
             return await branch.run(task.node)
 
         limit = options.max_concurrency or self.graph.settings.max_concurrency
         if self.driven_without_loop:
-            outcomes = run_on_threads(plan.tasks, run_branch, failure_mode=mode, limit=limit)
+            outcomes = run_on_threads(
+                plan.tasks, run_branch, failure_mode=mode, limit=limit, on_abort=abort.set
+            )
         else:
             outcomes = await run_concurrently(
-                plan.tasks, run_branch, failure_mode=mode, limit=limit
+                plan.tasks, run_branch, failure_mode=mode, limit=limit, on_abort=abort.set
             )
         done: list[BranchWrites] = []
         failed: list[tuple[BranchTask, BaseException]] = []
@@ -801,8 +841,10 @@ class Run:
         for task, outcome in zip(plan.tasks, outcomes, strict=True):
             if type(outcome) is BranchWrites:
                 done.append(outcome)
-            elif outcome is CANCELLED:
+            elif outcome is CANCELLED or isinstance(outcome, BranchAborted):
                 cancelled.append(task.ref.label)
+            elif not isinstance(outcome, Exception):
+                raise outcome  # SystemExit, KeyboardInterrupt...: never absorbed by a fan-out
             else:
                 failed.append((task, outcome))
         reached = step + 1 if quick_nodes else step
@@ -814,31 +856,58 @@ class Run:
             for node, count in branch.ran.items():
                 self._visits[node] = self._visits.get(node, 0) + count
             reached = max(reached, branch.steps)
+            if branch._degraded:
+                self._degraded = True  # a failure a branch absorbed degrades the run
+            if branch.hit_limit:
+                self._stopped_at = branch._stopped_at
         self._branch_steps = reached
+        failed_any = bool(failed)
+        for task, exc in failed:
+            self._close_failed_node(task, exc, step)
         failure: BranchError | None = None
-        if failed and (mode == "fail_all" or (mode == "continue_others" and not done)):
-            done = []  # a failed fan-out merges nothing
-            failure = self._branch_error(plan, *failed[0])
-        else:
-            self._merge_branches(plan, done)
-            for task, exc in failed:
-                self._record_error(self._branch_failure_record(plan, task, exc))
-        if failed or cancelled:
-            self._degraded = True
-        self.recorder.record(
-            ParallelFinished,
-            step,
-            plan.source,
-            tuple(b.label for b in done),
-            tuple(task.ref.label for task, _ in failed),
-            tuple(cancelled),
-            (perf_counter() - started) * 1000,
-        )
+        try:
+            if failed and (mode == "fail_all" or (mode == "continue_others" and not done)):
+                done = []  # a failed fan-out merges nothing
+                failure = self._branch_error(plan, *failed[0])
+            else:
+                self._merge_branches(plan, done)
+                for task, exc in failed:
+                    self._record_error(self._branch_failure_record(plan, task, exc))
+        finally:
+            if failed or cancelled:
+                self._degraded = True
+            recorder.record(
+                ParallelFinished,
+                step,
+                plan.source,
+                tuple(b.label for b in done),
+                tuple(task.ref.label for task, _ in failed),
+                tuple(cancelled),
+                (perf_counter() - started) * 1000,
+            )
+            del failed  # its errors' tracebacks hold this frame
         if failure is not None:
             return False, failure
         if any(branch.hit_limit for branch in runs):
             return None
-        return not (failed and mode == "wait_all"), None
+        return not (failed_any and mode == "wait_all"), None
+
+    def _close_failed_node(self, task: BranchTask, exc: BaseException, step: int) -> None:
+        """A NodeFinished for the node a failed branch stopped in, so no node is left open."""
+        node = getattr(exc, "node", None) or task.node
+        cause = exc.__cause__ if isinstance(exc, NodeError) and exc.__cause__ else exc
+        self.recorder.record_as(
+            self.recorder.base_for(task.ref),
+            perf_counter(),
+            NodeFinished,
+            step + 1,
+            node,
+            self._visits.get(node, 1),
+            0.0,
+            "failure",
+            1,
+            _describe_error(cause),
+        )
 
     def _quick_call(self, node: str, join: str | EndType | None) -> tuple[Any, bool] | None:
         """``(function, is_async)`` when a branch is just one plain function and its join.
@@ -847,6 +916,9 @@ class Run:
         anything with retries, a timeout, a context, declared reads, a failure
         route or more nodes after it takes the general path.
         """
+        max_steps = self.graph.settings.max_steps
+        if max_steps is not None and self.steps + 1 > max_steps:
+            return None  # a walk reports the step limit properly
         cache = self.graph.quick_branches
         key = (node, join, self.driven_without_loop)
         if key in cache:
@@ -878,8 +950,11 @@ class Run:
         call: tuple[Any, bool],
         step: int,
         join: str | EndType | None,
-    ) -> BranchWrites:
-        """A one-node branch of a plain function, run without a walk of its own."""
+    ) -> tuple[BranchWrites, str | EndType | None]:
+        """A one-node branch of a plain function, run without a walk of its own.
+
+        Returns what it wrote and where it asked to go (its goto(), if any).
+        """
         from selectgraph.runtime._branch_run import light_state
 
         fn, is_async = call
@@ -904,9 +979,12 @@ class Run:
                     relative_to(output, state.data, reducers)
         except Exception as exc:
             error = self._node_error(spec, exc)
-            if error is exc:
-                raise
-            raise error from exc
+            try:
+                if error is exc:
+                    raise
+                raise error from exc
+            finally:
+                del error, exc  # the traceback holds this frame: no cycle through locals
         written = output.update
         writes = output.writes
         if writes is not None and writes.assignments:
@@ -929,17 +1007,23 @@ class Run:
         recorder.record_as(
             base, finished, NodeFinished, step + 1, name, visit, duration, "success", 1
         )
-        if join is not None:
+        goto = output.goto
+        if join is not None and goto is None:
             recorder.record_as(base, finished, EdgeFired, step + 1, name, join, "static", "")
+        elif goto is not None:
+            recorder.record_as(base, finished, EdgeFired, step + 1, name, goto, "goto", "")
         if output.usage is not None:
             self.usage = self.usage + output.usage
-        return BranchWrites(ref.index, ref.label, [(name, output)], [entry])
+        return BranchWrites(ref.index, ref.label, [(name, output)], [entry]), goto
 
-    def _merge_branches(self, plan: FanOutPlan, done: list[BranchWrites]) -> None:
+    def _merge_branches(
+        self, plan: FanOutPlan, done: list[BranchWrites]
+    ) -> list[tuple[str, NodeOutput]]:
+        """Join ``done`` into this run's state; returns the outputs the join merged."""
         options = plan.options
         schema = self.graph.schema
         if options.merge_fn is not None:
-            apply_merge_fn(
+            merged = apply_merge_fn(
                 self.state,
                 self._merger,
                 schema,
@@ -949,7 +1033,7 @@ class Run:
                 step=self.steps,
             )
         else:
-            join_branches(
+            merged = join_branches(
                 self.state,
                 self._merger,
                 schema,
@@ -959,9 +1043,9 @@ class Run:
                 step=self.steps,
             )
         if self.written_keys is not None:
-            for branch in done:
-                for _, output in branch.outputs:
-                    self.written_keys.update(output.written_keys())
+            for _, output in merged:
+                self.written_keys.update(output.written_keys())
+        return merged
 
     def _branch_error(self, plan: FanOutPlan, task: BranchTask, exc: BaseException) -> BranchError:
         label = task.ref.label
