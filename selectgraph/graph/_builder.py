@@ -632,8 +632,12 @@ class AgentGraph:
     set_entry_point = set_entry
 
     @classmethod
-    def from_spec(cls, spec: Any) -> AgentGraph:
+    def from_spec(cls, spec: Any, *, allowed_modules: Iterable[str] | None = None) -> AgentGraph:
         """Build a graph from a GraphSpec, a mapping, or a YAML/JSON file path.
+
+        A spec is code: it names functions to import and call. ``allowed_modules``
+        limits which modules its references may import (see ``GraphSpec.from_dict``;
+        ``None`` allows any, which is right only for specs you wrote yourself).
 
         Raises:
             GraphSpecError: the spec is invalid, naming where.
@@ -641,13 +645,13 @@ class AgentGraph:
         from selectgraph.graph._spec import GraphSpec
 
         if isinstance(spec, GraphSpec):
-            return spec.build()
+            return spec.build(allowed_modules=allowed_modules)
         if isinstance(spec, Mapping):
-            return GraphSpec.from_dict(spec).build()
+            return GraphSpec.from_dict(spec, allowed_modules=allowed_modules).build()
         path = str(spec)
         if path.endswith(".json"):
-            return GraphSpec.from_json(path).build()
-        return GraphSpec.from_yaml(path).build()
+            return GraphSpec.from_json(path, allowed_modules=allowed_modules).build()
+        return GraphSpec.from_yaml(path, allowed_modules=allowed_modules).build()
 
     @classmethod
     def chain(

@@ -1191,3 +1191,12 @@ def test_deeply_nested_yaml_is_a_spec_error() -> None:
 def test_deeply_nested_json_is_a_spec_error() -> None:
     with pytest.raises(GraphSpecError, match=r"^invalid JSON: nested too deeply$"):
         GraphSpec.from_json('{"options": ' + "[" * 100_000)
+
+
+def test_from_spec_passes_the_allow_list_on() -> None:
+    assert AgentGraph.from_spec(ARTICLE_SPEC, allowed_modules=["tests.graph"]).nodes
+    with pytest.raises(GraphSpecError, match="allowed"):
+        AgentGraph.from_spec(ARTICLE_SPEC, allowed_modules=["myapp"])
+    spec = GraphSpec.from_dict(ARTICLE_SPEC)
+    with pytest.raises(GraphSpecError):
+        AgentGraph.from_spec(spec, allowed_modules=["myapp"])
