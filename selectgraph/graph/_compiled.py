@@ -14,6 +14,7 @@ from selectgraph._sentinels import EndType
 from selectgraph._sync import run_sync
 from selectgraph.graph._adapters import FunctionAdapter
 from selectgraph.graph._edges import Edge, NodeRoutes
+from selectgraph.graph._merge import Merger
 from selectgraph.graph._nodes import NodeSpec
 from selectgraph.graph._policies import (
     Conversation,
@@ -125,6 +126,8 @@ class CompiledGraph:
             if name in plain and (spec.error_policy or settings.error_policy) is ErrorPolicy.RETRY
         )
         """Plain functions under ErrorPolicy.RETRY: called directly, retried after a failure."""
+        self.plain_merger = None if schema.reducers else Merger(schema, None)
+        """A merger runs may share while they have no reducer fields nor fingerprints."""
         self.join_points: dict[tuple[str, ...], Any] = {}
         """Fan-out join points found so far, by the branches' start nodes."""
         self.quick_branches: dict[tuple[str, Any, bool], Any] = {}

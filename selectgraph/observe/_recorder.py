@@ -131,6 +131,23 @@ class Trace(Sequence[GraphEvent]):
         return f"Trace({len(self)} events)"
 
 
+_offset: list[float] = [time.time() - time.perf_counter(), time.perf_counter()]
+"""The wall clock minus perf_counter(), and when it was read."""
+
+
+def _wall_offset() -> float:
+    """What turns a perf_counter() reading into wall-clock time.
+
+    Read again at most once a second, so a clock the system adjusts is followed,
+    while the runs started in between share one float instead of one each.
+    """
+    now = time.perf_counter()
+    if now - _offset[1] > 1.0:
+        _offset[0] = time.time() - now
+        _offset[1] = now
+    return _offset[0]
+
+
 class EventRecorder:
     """Records a run's events and delivers them to listeners; a failing listener is logged.
 
@@ -165,7 +182,7 @@ class EventRecorder:
         """Whether events are built and delivered as they happen."""
         # Steps already read perf_counter(); one anchor turns those readings
         # into wall-clock timestamps without a time.time() call per event.
-        self._wall_offset = time.time() - time.perf_counter()
+        self._wall_offset = _wall_offset()
 
     @property
     def branch(self) -> BranchRef | None:

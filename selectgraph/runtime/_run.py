@@ -182,7 +182,9 @@ class Run:
         self._visits: dict[str, int] = {}
         self._history = state.history.raw  # type: ignore[attr-defined]  # always a History here
         self._history_start = len(self._history)
-        self._merger = Merger(graph.schema, None)
+        # Without reducer fields a merger keeps no per-run tables until loop detection
+        # starts, so runs share their graph's until then.
+        self._merger = graph.plain_merger or Merger(graph.schema, None)
         self._started = perf_counter()
         self._direct_calls = graph.direct_calls
         self._direct_async = graph.direct_async
@@ -236,12 +238,12 @@ class Run:
         """
         # The loop lives in this one coroutine: run() drives it without an event
         # loop, and each extra coroutine layer would cost every run.
-        graph = self.graph
-        nodes = graph.nodes
-        all_routes = graph.routes
+        # A suspended run keeps this frame: every local here costs each run in flight.
+        nodes = self.graph.nodes
+        all_routes = self.graph.routes
         direct_calls = self._direct_calls
         direct_async = self._direct_async
-        settings = graph.settings
+        settings = self.graph.settings
         max_steps = settings.max_steps
         fp: StateFingerprint | None = None
         detect = self.detect
@@ -249,7 +251,7 @@ class Run:
         # Stalls are watched from the first step: until fingerprints start, a
         # step that wrote nothing new (checked on its update alone) is unchanged.
         stall_threshold = settings.stall_threshold if detect else None
-        reducers = graph.schema.reducers
+        reducers = self.graph.schema.reducers
         quiet = False  # before fingerprints: whether this step left ``data`` as it was
         seen = self._seen
         recorder = self.recorder
@@ -261,14 +263,14 @@ class Run:
         name = ""
         top = stop_at is None
         stop: Stop
+        output: Any  # a NodeOutput, or what _recover says of a failure (a bool)
         try:
             if top:
                 self.recorder.record(RunStarted, 0, target)
             while target is not END and target is not stop_at:
                 if type(target) is Branches:
-                    stopped = await self._fan_out_from(name, target)
-                    if stopped is not None:
-                        stop = stopped
+                    stop = await self._fan_out_from(name, target)  # type: ignore[assignment]
+                    if stop is not None:
                         break
                     target = self._after_fan_out
                     continue
@@ -290,14 +292,16 @@ class Run:
                 ):
                     # Until some node comes back the run cannot repeat itself, so
                     # fingerprints start here, with this state as their baseline.
+                    if self._merger is self.graph.plain_merger:
+                        self._merger = Merger(self.graph.schema, None)
                     fp = self._fp = self._merger.fingerprints = StateFingerprint()
                     check_loops = settings.detect_loops
                     seen = self._seen = {}
                 if check_loops:
                     assert fp is not None
                     assert seen is not None
-                    seen_at = seen.setdefault((name, fp.total), step)
-                    if seen_at != step and self._loop_stops_run(name, seen_at):
+                    first = seen.setdefault((name, fp.total), step)
+                    if first != step and self._loop_stops_run(name, first):
                         stop = "loop"
                         break
                 visits[name] = visit
@@ -338,14 +342,12 @@ class Run:
                     except (ReducerError, StateValidationError):
                         raise
                     except Exception as exc:
-                        recovered = await self._recover(spec, visit, exc, started)
-                        if type(recovered) is bool:
-                            ok = recovered
+                        output = await self._recover(spec, visit, exc, started)
+                        if type(output) is bool:
+                            ok = output
                             goto = None
                             quiet = True  # a failed node wrote nothing
                             output = None
-                        else:
-                            output = recovered
                     if output is not None:
                         if fp is None and stall_threshold is not None:
                             quiet = _changes_nothing(output, state.data, reducers)
@@ -393,14 +395,10 @@ class Run:
                     if resolved[2] is not None and resolved[2].values:
                         quiet = False  # the router wrote
                 if stall_threshold is not None:
-                    if fp is None:
-                        changed = not quiet
-                    elif fp.total != self._last_total:
+                    if fp is not None:  # from here on, quiet means "fingerprint unchanged"
+                        quiet = fp.total == self._last_total
                         self._last_total = fp.total
-                        changed = True
-                    else:
-                        changed = False
-                    if not changed:
+                    if quiet:
                         self._stalled(name, stall_threshold)
                     elif self._unchanged:
                         self._unchanged = 0
