@@ -454,35 +454,7 @@ class Run:
                 self._merger.clear(self.state, stale)
         if self.written_keys is not None:
             self.written_keys.update(output.written_keys())
-        # _record_success, inlined: this runs once per step.
-        usage = output.usage
-        if usage is not None:
-            self.usage = self.usage + usage
-        writes = output.writes
-        written = output.update
-        if writes is not None and writes.assignments:
-            written = {**writes.assignments, **written}
-        finished = perf_counter()
-        duration = (finished - started) * 1000
-        attempts = self._attempts
-        if attempts != 1:
-            self._attempts = 1
-        self._history.append(
-            (
-                name,
-                step,
-                visit,
-                "success",
-                written,
-                written.get(LAST_OUTPUT),
-                None,
-                attempts,
-                duration,
-                usage,
-                output.agent_result,
-            )
-        )
-        self.recorder.finish_node(finished, step, name, visit, duration, "success", attempts)
+        self._record_success(spec, output, visit, started)
 
     def _record_success(
         self, spec: NodeSpec, output: NodeOutput, visit: int, started: float
