@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -442,6 +443,19 @@ class _SpecYamlLoader(yaml.SafeLoader):
                 )
             first_line[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1 reads yes/no/on/off as booleans, so an edge's ``on: failure`` became
+# ``True: failure``. Specs use YAML 1.2's rule: only true and false are booleans.
+_SpecYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_SpecYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
 
 
 def _load_yaml(text: str) -> Any:

@@ -1200,3 +1200,19 @@ def test_from_spec_passes_the_allow_list_on() -> None:
     spec = GraphSpec.from_dict(ARTICLE_SPEC)
     with pytest.raises(GraphSpecError):
         AgentGraph.from_spec(spec, allowed_modules=["myapp"])
+
+
+def test_an_edges_on_key_is_a_string_in_yaml() -> None:
+    # YAML 1.1 would read ``on`` as true (and ``yes``/``no``/``off`` as booleans).
+    spec = GraphSpec.from_yaml(
+        "name: g\n"
+        "entry: a\n"
+        "nodes:\n"
+        f"  a: {{call: '{M}:draft'}}\n"
+        f"  b: {{call: '{M}:fail'}}\n"
+        "edges:\n"
+        "  - {from: a, to: END}\n"
+        "  - {from: a, to: b, on: failure}\n"
+        "  - {from: b, to: END}\n"
+    )
+    assert spec.edges[1].on == "failure"
