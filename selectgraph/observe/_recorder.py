@@ -60,6 +60,14 @@ def _code(cls: type[GraphEvent]) -> int:
     return code
 
 
+def _register_all(cls: type[GraphEvent]) -> None:
+    """Give every event class its code at import, before any thread records one."""
+    for sub in cls.__subclasses__():
+        _code(sub)
+        _register_all(sub)
+
+
+_register_all(GraphEvent)
 _NODE_STARTED = _code(NodeStarted)
 
 
@@ -245,7 +253,9 @@ class EventRecorder:
         A long unobserved run keeps one tuple per node instead of two, so the
         garbage collector has fewer objects to walk.
         """
-        if not self.live:
+        # Only a run's own recorder folds: recorders of branches and subgraphs share
+        # their parent's log with other threads, and log[-1] may change under them.
+        if not self.live and self._parent is None:
             log = self._log
             last = log[-1] if log else None
             if (
