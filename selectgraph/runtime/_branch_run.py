@@ -20,6 +20,7 @@ from selectgraph.graph._history import History
 from selectgraph.graph._merge import Merger
 from selectgraph.graph._nodes import NodeSpec
 from selectgraph.graph._output import NodeOutput
+from selectgraph.graph._result import NodeResult
 from selectgraph.graph._state import GraphState
 from selectgraph.runtime._branches import BranchTask
 from selectgraph.runtime._join import BranchWrites, relative_to
@@ -76,6 +77,7 @@ class BranchRun(Run):
         """How many times each node ran in this branch (added to the parent's visits)."""
         self.hit_limit = False
         """Whether the walk stopped at max_steps."""
+        self._parent_run = parent
         self._parent_visits = parent._visits
         self._visits = dict(parent._visits)
         self._history = self.writes.history
@@ -108,6 +110,16 @@ class BranchRun(Run):
                     self.ran[name] = added
         self.hit_limit = stop == "max_steps"
         return self.writes
+
+    def previous_result(self, node: str) -> NodeResult | None:
+        """The node's latest result in this branch, else in the run before the fan-out."""
+        own = History()
+        own.raw = self.writes.history
+        for index in range(len(own) - 1, -1, -1):
+            name, result = own[index]
+            if name == node and isinstance(result, NodeResult):
+                return result
+        return self._parent_run.previous_result(node)
 
     # ------------------------------------------------------------ own state
     def _detach(self) -> None:

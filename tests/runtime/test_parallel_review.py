@@ -306,3 +306,28 @@ def test_system_exit_in_a_branch_is_never_absorbed() -> None:
     graph.set_entry("grp")
     with pytest.raises(SystemExit):
         graph.run({})
+
+
+def test_context_previous_of_a_node_revisited_inside_a_branch() -> None:
+    steps: list[Any] = []
+
+    def tick(state: GraphState, context: Any) -> dict[str, Any]:
+        previous = context.previous
+        steps.append(None if previous is None else previous.visit)
+        return {"t": state.data.get("t", 0) + 1}
+
+    graph = AgentGraph("revisit", enable_loop_detection=False)
+    graph.add_node("tick", tick)
+    graph.add_node("fork", lambda s: None)
+    graph.add_node("other", lambda s: None)
+    graph.add_node("join", lambda s: None)
+    graph.add_edge("tick", "fork", condition="t < 2")
+    graph.add_edge("tick", "join")
+    graph.add_node("a", lambda s: {"a": 1})
+    graph.add_edge("fork", ["a", "other"])
+    graph.add_edge("a", "tick")  # tick runs second in its branch, after the branch wrote
+    graph.add_edge("other", "join")
+    graph.add_edge("join", END)
+    graph.run({})
+    # tick at top level (no previous), then inside the branch: it sees its first visit.
+    assert steps[:2] == [None, 1]
