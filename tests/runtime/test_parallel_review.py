@@ -211,7 +211,7 @@ def test_fail_all_stops_sibling_branches_before_their_next_node_on_threads() -> 
     def slow(name: str) -> Callable[[GraphState], None]:
         def node(state: GraphState) -> None:
             ran.append(name)
-            time.sleep(0.05)
+            time.sleep(0.2)  # ample time for the failure to be seen before x2 would start
 
         return node
 
