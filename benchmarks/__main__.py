@@ -1,6 +1,7 @@
 """Benchmarks: time selectgraph and LangGraph on the same workloads, in the same process.
 
-Run with ``python -m benchmarks`` (``--quick`` for a short smoke run). Both
+Run with ``python -m benchmarks`` (``--quick`` for a short smoke run;
+``python -m benchmarks checkpoints`` for the durable-execution benchmark alone). Both
 libraries' runs are interleaved, repetition by repetition, so they share the
 machine's conditions; each figure is the median over repetitions, and the
 ratio is LangGraph's median over selectgraph's. Workloads that need an API
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from benchmarks import checkpoints as ck
 from benchmarks import workloads as w
 
 Builder = Callable[[], w.Workload]
@@ -405,6 +407,18 @@ def _langgraph_version() -> str | None:
         return None
 
 
+CHECKPOINT_REPEATS = 5
+"""Repetitions of the checkpoint benchmark at most (``--repeats`` can lower it)."""
+
+
+def _ck_payload(lg_version: str | None, rows: list[ck.CheckpointRow]) -> dict[str, Any]:
+    return {
+        "langgraph": lg_version,
+        "python": platform.python_version(),
+        "checkpoints": [asdict(row) for row in rows],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks and print a table (and optionally JSON)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
@@ -415,19 +429,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--runs", type=int, help="concurrent runs (default 10,000; 1,000 with --quick)"
     )
+    parser.add_argument(
+        "suite",
+        nargs="?",
+        choices=["all", "checkpoints"],
+        default="all",
+        help="'checkpoints' runs only the durable-execution benchmark (issue 9)",
+    )
     args = parser.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
     runs = args.runs or (1_000 if args.quick else 10_000)
+    # Each checkpoint repetition is a 1,000-step run per store (LangGraph's take seconds).
+    ck_repeats = 1 if args.quick else min(args.repeats, CHECKPOINT_REPEATS)
+    ck_steps = ck.QUICK_STEPS if args.quick else ck.STEPS
 
     lg_version = None if args.no_langgraph else _langgraph_version()
     if lg_version is None and not args.no_langgraph:
         print("langgraph is not installed (pip install -e '.[bench]'); timing selectgraph only\n")
     from selectgraph import __version__
 
+    shown = ck_repeats if args.suite == "checkpoints" else repeats
     print(
         f"selectgraph {__version__} vs langgraph {lg_version or '-'}, Python "
-        f"{platform.python_version()}, {platform.machine()}; median of {repeats} repetitions\n"
+        f"{platform.python_version()}, {platform.machine()}; median of {shown} repetitions\n"
     )
+    if args.suite == "checkpoints":
+        ck_rows = ck.measure(ck_repeats, ck_steps, lg_version is not None)
+        ck.print_table(ck_rows, ck_repeats)
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump(_ck_payload(lg_version, ck_rows), handle, indent=2)
+        return 0
     rows = judge([measure(case, repeats, lg_version is not None) for case in CASES])
     print()
     _print_table(rows)
@@ -444,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = concurrency(runs, min(repeats, 3), lg_version is not None)
     _print_concurrency(lines)
 
+    ck_rows = ck.measure(ck_repeats, ck_steps, lg_version is not None)
+    ck.print_table(ck_rows, ck_repeats)
+
     if args.json:
         by_name = {row.name: row for row in rows}
         payload: dict[str, Any] = {
@@ -454,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
             "bigstate_over_loop": by_name["bigstate"].target_value,
             "sweep": [asdict(point) for point in points],
             "concurrent": [asdict(line) for line in lines],
+            "checkpoints": [asdict(row) for row in ck_rows],
         }
         with open(args.json, "w") as handle:
             json.dump(payload, handle, indent=2)
