@@ -78,14 +78,18 @@ from selectgraph.graph import (
 )
 from selectgraph.observe import GraphEvent, GraphEventType, Observer
 from selectgraph.persistence import (
+    CachePolicy,
     CheckpointConflict,
     CheckpointDecodeError,
     CheckpointNotFound,
     CheckpointStore,
     FileCheckpointStore,
     InMemoryCheckpointStore,
+    InMemoryNodeCache,
+    NodeCache,
     PostgresCheckpointStore,
     SQLiteCheckpointStore,
+    SQLiteNodeCache,
 )
 from selectgraph.runtime._branches import BranchRef
 
@@ -102,6 +106,7 @@ __all__ = [
     "AgentResult",
     "BranchError",
     "BranchRef",
+    "CachePolicy",
     "CheckpointConflict",
     "CheckpointDecodeError",
     "CheckpointNotFound",
@@ -122,6 +127,7 @@ __all__ = [
     "GraphSpecError",
     "GraphState",
     "InMemoryCheckpointStore",
+    "InMemoryNodeCache",
     "JudgeDecision",
     "JudgeEscalated",
     "LLMJudge",
@@ -132,6 +138,7 @@ __all__ = [
     "MergeConflictError",
     "MergePolicy",
     "Message",
+    "NodeCache",
     "NodeContext",
     "NodeContractError",
     "NodeError",
@@ -150,6 +157,7 @@ __all__ = [
     "Role",
     "RoutingError",
     "SQLiteCheckpointStore",
+    "SQLiteNodeCache",
     "Scatter",
     "SelectGraphError",
     "StateDecodeError",

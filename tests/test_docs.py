@@ -72,6 +72,7 @@ RUNNABLE_PAGES = [
     "concepts.md",
     "howto/declarative.md",
     "howto/errors.md",
+    "howto/node-cache.md",
     "howto/parallel.md",
     "howto/routing.md",
     "howto/streaming.md",

@@ -18,6 +18,7 @@ from selectgraph._callables import callable_name
 from selectgraph._errors import Diagnostic, GraphBuildError
 from selectgraph._sentinels import END, UNSET, EndType, Unset
 from selectgraph.graph._adapters import make_adapter, reject_class
+from selectgraph.graph._cache import check_cacheable
 from selectgraph.graph._compile import compile_graph, validate_graph
 from selectgraph.graph._compiled import CompiledGraph, GraphInput, GraphSettings
 from selectgraph.graph._edges import EdgeKind, Trigger
@@ -45,6 +46,7 @@ from selectgraph.graph._state import GraphState
 from selectgraph.observe._events import GraphEvent
 from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
+from selectgraph.persistence._node_cache import CachePolicy, InMemoryNodeCache, NodeCache
 
 __all__ = ["AgentGraph"]
 
@@ -81,6 +83,7 @@ class NodeDecl:
     metadata: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
     group: ParallelGroup | None = None
+    cache: CachePolicy | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -147,6 +150,7 @@ class AgentGraph:
         compact_at_tokens: int = 8000,
         strict_entry: bool = False,
         max_concurrency: int | None = None,
+        node_cache: NodeCache | None = None,
     ) -> None:
         """Create an empty graph.
 
@@ -175,8 +179,17 @@ class AgentGraph:
                 the first node added is the entry when none is set.
             max_concurrency: Branches of one fan-out running at once, unless the
                 group or edge sets its own limit (``None``: no limit).
+            node_cache: Where nodes added with ``cache=CachePolicy(...)`` keep their
+                outputs (e.g. a SQLiteNodeCache shared across processes); by default
+                an InMemoryNodeCache of this graph object's own.
         """
         _check_options("AgentGraph", max_concurrency=max_concurrency)
+        if node_cache is not None and not isinstance(node_cache, NodeCache):
+            raise TypeError(
+                "AgentGraph: node_cache must be a NodeCache (InMemoryNodeCache, "
+                f"SQLiteNodeCache...), got {type(node_cache).__name__}"
+            )
+        self._node_cache: NodeCache = node_cache if node_cache is not None else InMemoryNodeCache()
         self.name = name
         self.description = description
         if retry is None:
@@ -264,6 +277,7 @@ class AgentGraph:
         description: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        cache: CachePolicy | None = None,
         **options: Any,
     ) -> Self:
         """Add a node: an Agent, a graph, or a function ``(state) -> update``.
@@ -284,6 +298,8 @@ class AgentGraph:
             metadata: Free-form data kept on the node spec.
             timeout: Seconds the node may run; past them it fails with NodeTimeout,
                 which goes through its error policy (retries included).
+            cache: Reuse the node's output for an input it has already run on,
+                within a run and across runs (kept in the graph's ``node_cache``).
             **options: Node-kind options (e.g. ``context_mode`` for agents).
 
         Returns:
@@ -299,6 +315,12 @@ class AgentGraph:
             raise ValueError(
                 f"node {name!r}: timeout must be a number of seconds > 0, got {timeout!r}"
             )
+        if cache is not None:
+            if not isinstance(cache, CachePolicy):
+                raise TypeError(
+                    f"node {name!r}: cache must be a CachePolicy, got {type(cache).__name__}"
+                )
+            check_cacheable(name, node)
         hook = getattr(node, "__selectgraph_node__", None)
         if options and hook is None:
             raise TypeError(
@@ -328,6 +350,7 @@ class AgentGraph:
                 description=description or _describe_node(node, adapter),
                 metadata=dict(metadata or {}),
                 timeout=timeout,
+                cache=cache,
             ),
             next_node,
         )

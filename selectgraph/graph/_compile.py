@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 from selectgraph._callables import callable_name
 from selectgraph._errors import Diagnostic, GraphBuildError
 from selectgraph._sentinels import END, EndType
+from selectgraph._serialization import StateSerializer
 from selectgraph.graph._adapters import FunctionAdapter
+from selectgraph.graph._cache import CachingAdapter, serializer_for
 from selectgraph.graph._compiled import CompiledGraph
 from selectgraph.graph._edges import Edge, NodeRoutes, RouteContext
 from selectgraph.graph._nodes import NodeSpec
@@ -52,6 +54,7 @@ class _Compiler:
             for member in decl.group.members
         }
         """Nodes with an edge already reported as broken (no dead-end report on top)."""
+        self._cache_serializer: StateSerializer | None = None
 
     def error(self, category: str, message: str, node: str | None = None) -> None:
         self._add(Diagnostic(category=category, message=message, node=node))
@@ -182,12 +185,33 @@ class _Compiler:
             )
         if decl.group is not None:
             self.check_group(decl.group)
+        reads = frozenset(decl.reads) if decl.reads is not None else None
+        writes = frozenset(decl.writes) if decl.writes is not None else None
+        optional_writes = frozenset(decl.optional_writes or ())
+        # Blocking work inside a branch runs on a worker thread: a plain function,
+        # or a graph whose nodes are all synchronous.
+        offload = (
+            isinstance(adapter, FunctionAdapter | GraphAdapter | SubgraphAdapter)
+            and not adapter.is_async
+        )
+        if decl.cache is not None:
+            adapter = CachingAdapter(
+                adapter,
+                node=name,
+                graph=self.graph.name,
+                policy=decl.cache,
+                store=self.graph._node_cache,
+                serializer=self.cache_serializer(),
+                reads=reads,
+                writes=writes,
+                optional_writes=optional_writes,
+            )
         return NodeSpec(
             name=name,
             adapter=adapter,
-            reads=frozenset(decl.reads) if decl.reads is not None else None,
-            writes=frozenset(decl.writes) if decl.writes is not None else None,
-            optional_writes=frozenset(decl.optional_writes or ()),
+            reads=reads,
+            writes=writes,
+            optional_writes=optional_writes,
             max_visits=decl.max_visits or None,
             error_policy=decl.error_policy,
             retry=decl.retry,
@@ -196,11 +220,14 @@ class _Compiler:
             metadata=dict(decl.metadata),
             timeout=decl.timeout,
             group=decl.group,
-            # Blocking work inside a branch runs on a worker thread: a plain function,
-            # or a graph whose nodes are all synchronous.
-            offload=isinstance(adapter, FunctionAdapter | GraphAdapter | SubgraphAdapter)
-            and not adapter.is_async,
+            offload=offload,
         )
+
+    def cache_serializer(self) -> StateSerializer:
+        """What encodes and restores cached outputs; built once per compile."""
+        if self._cache_serializer is None:
+            self._cache_serializer = serializer_for(self.graph._state_schema)
+        return self._cache_serializer
 
     def check_group(self, group: ParallelGroup) -> None:
         name = group.name

@@ -2,12 +2,19 @@
 
 Stores work on JSON data only: the runner encodes its state with a
 :class:`~selectgraph._serialization.StateSerializer` (allow-listed, never
-pickle) before saving, and decodes it after loading.
+pickle) before saving, and decodes it after loading. The node cache stores
+(:class:`NodeCache`) keep cached node outputs the same way, as JSON text.
 """
 
 from selectgraph._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
 from selectgraph.persistence._file import FileCheckpointStore
 from selectgraph.persistence._memory import InMemoryCheckpointStore
+from selectgraph.persistence._node_cache import (
+    CachePolicy,
+    InMemoryNodeCache,
+    NodeCache,
+    SQLiteNodeCache,
+)
 from selectgraph.persistence._postgres import PostgresCheckpointStore
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._records import (
@@ -25,6 +32,7 @@ from selectgraph.persistence._sqlite import SQLiteCheckpointStore
 
 __all__ = [
     "SNAPSHOT_EVERY",
+    "CachePolicy",
     "Checkpoint",
     "CheckpointChain",
     "CheckpointConflict",
@@ -34,8 +42,11 @@ __all__ = [
     "CheckpointStore",
     "FileCheckpointStore",
     "InMemoryCheckpointStore",
+    "InMemoryNodeCache",
+    "NodeCache",
     "PostgresCheckpointStore",
     "SQLiteCheckpointStore",
+    "SQLiteNodeCache",
     "apply_delta",
     "diff_state",
     "make_checkpoint",
