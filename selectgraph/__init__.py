@@ -20,6 +20,7 @@ from selectgraph._errors import (
     ProviderRetryableError,
     ReducerConfigurationError,
     ReducerError,
+    ResumeError,
     RoutingError,
     SelectGraphError,
     StateDecodeError,
@@ -76,6 +77,7 @@ from selectgraph.graph import (
     reducer,
     update,
 )
+from selectgraph.graph._interrupts import Interrupt, InterruptRequest, PauseToken
 from selectgraph.observe import GraphEvent, GraphEventType, Observer
 from selectgraph.persistence import (
     CachePolicy,
@@ -92,6 +94,8 @@ from selectgraph.persistence import (
     SQLiteNodeCache,
 )
 from selectgraph.runtime._branches import BranchRef
+from selectgraph.runtime._durable import Durability
+from selectgraph.runtime._resume import StateSnapshot
 
 __version__ = "0.1.0"
 
@@ -114,6 +118,7 @@ __all__ = [
     "CompiledGraph",
     "ContextMode",
     "Diagnostic",
+    "Durability",
     "EdgeError",
     "ErrorPolicy",
     "FailureMode",
@@ -128,6 +133,8 @@ __all__ = [
     "GraphState",
     "InMemoryCheckpointStore",
     "InMemoryNodeCache",
+    "Interrupt",
+    "InterruptRequest",
     "JudgeDecision",
     "JudgeEscalated",
     "LLMJudge",
@@ -146,6 +153,7 @@ __all__ = [
     "NodeTimeout",
     "Observer",
     "ParallelGroup",
+    "PauseToken",
     "PostgresCheckpointStore",
     "ProviderError",
     "ProviderRequestError",
@@ -153,6 +161,7 @@ __all__ = [
     "Reducer",
     "ReducerConfigurationError",
     "ReducerError",
+    "ResumeError",
     "RetryPolicy",
     "Role",
     "RoutingError",
@@ -163,6 +172,7 @@ __all__ = [
     "StateDecodeError",
     "StateSerializationError",
     "StateSerializer",
+    "StateSnapshot",
     "StateValidationError",
     "Tool",
     "ToolCall",

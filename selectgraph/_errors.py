@@ -17,7 +17,11 @@ The tree::
     │   └── LoopDetected             an identical state came back to the same node
     ├── StateSerializationError      a state value cannot be written as JSON
     │   └── StateDecodeError         a stored state is malformed
+    │       ├── CheckpointDecodeError  a stored checkpoint is malformed
     │       └── TypeNotAllowedError  it names a class the serializer does not allow
+    ├── CheckpointNotFound           no checkpoint has this id
+    ├── CheckpointConflict           another writer moved the run's head first
+    ├── ResumeError                  a run cannot be continued as asked (unknown interrupt...)
     ├── GraphSpecError               a declarative GraphSpec is malformed
     ├── ToolDefinitionError          a function cannot be described as a tool (agents._tools)
     └── ProviderError                an LLM provider call failed
@@ -55,6 +59,7 @@ __all__ = [
     "ProviderRetryableError",
     "ReducerConfigurationError",
     "ReducerError",
+    "ResumeError",
     "RoutingError",
     "SelectGraphError",
     "StateDecodeError",
@@ -366,3 +371,17 @@ class CheckpointDecodeError(StateDecodeError):
         """The checkpoint whose stored record is malformed."""
         self.location = location
         """Where the record is stored: a file, a table row."""
+
+
+class ResumeError(SelectGraphError, ValueError):
+    """A run cannot be continued as asked; nothing was written.
+
+    Raised for an unknown or already-answered interrupt id, a run with no
+    checkpoint, answers missing for a paused run, or a checkpoint whose next
+    node no longer exists in the graph (its structure changed incompatibly).
+    """
+
+    def __init__(self, message: str, *, run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        """The run concerned, when known."""

@@ -25,12 +25,6 @@ class FunctionAdapter:
     executor_retries = True
 
     def __init__(self, name: str, fn: Callable[..., Any]) -> None:
-        if is_generator_callable(fn):
-            raise TypeError(
-                f"node {name!r}: {callable_name(fn)} is a generator function; generator "
-                "nodes (pausing for human input) are not supported yet — return a mapping "
-                "of updates instead"
-            )
         arity = positional_arity(fn)
         if arity == 0:
             raise TypeError(
@@ -107,6 +101,10 @@ def make_adapter(name: str, node: Any) -> NodeAdapter:
         adapter: NodeAdapter = hook(name)
         return adapter
     if callable(node):
+        if is_generator_callable(node):
+            from selectgraph.graph._generator_node import GeneratorAdapter
+
+            return GeneratorAdapter(name, node)
         return FunctionAdapter(name, node)
     raise TypeError(
         f"node {name!r}: expected an Agent, a graph, or a function of the state, "

@@ -12,15 +12,24 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, Unpack
 
 from selectgraph._callables import callable_name
 from selectgraph._errors import Diagnostic, GraphBuildError
 from selectgraph._sentinels import END, UNSET, EndType, Unset
+from selectgraph._serialization import StateSerializer
 from selectgraph.graph._adapters import make_adapter, reject_class
 from selectgraph.graph._cache import check_cacheable
 from selectgraph.graph._compile import compile_graph, validate_graph
-from selectgraph.graph._compiled import CompiledGraph, GraphInput, GraphSettings
+from selectgraph.graph._compiled import (
+    NO_RESPONSE,
+    CompiledGraph,
+    GraphInput,
+    GraphSettings,
+    ResumeOptions,
+    RunOptions,
+    StreamOptions,
+)
 from selectgraph.graph._edges import EdgeKind, Trigger
 from selectgraph.graph._nodes import NodeAdapter
 from selectgraph.graph._parallel import (
@@ -47,6 +56,8 @@ from selectgraph.observe._events import GraphEvent
 from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
 from selectgraph.persistence._node_cache import CachePolicy, InMemoryNodeCache, NodeCache
+from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.runtime._resume import StateSnapshot
 
 __all__ = ["AgentGraph"]
 
@@ -741,39 +752,86 @@ class AgentGraph:
         return self._compiled
 
     # --------------------------------------------------------------- running
-    def run(
-        self,
-        input: GraphInput = None,
-        *,
-        observers: Sequence[Observer | Listener] = (),
-        run_id: str | None = None,
-    ) -> GraphResult:
-        """Compile if needed and run to a stop; see :meth:`CompiledGraph.run`."""
-        return self.compile().run(input, observers=observers, run_id=run_id)
+    def run(self, input: GraphInput = None, **options: Unpack[RunOptions]) -> GraphResult:
+        """Compile if needed and run to a stop; see :meth:`CompiledGraph.run` for the options."""
+        return self.compile().run(input, **options)
 
     def arun(
-        self,
-        input: GraphInput = None,
-        *,
-        observers: Sequence[Observer | Listener] = (),
-        run_id: str | None = None,
+        self, input: GraphInput = None, **options: Unpack[RunOptions]
     ) -> Coroutine[Any, Any, GraphResult]:
         """Compile if needed and run to a stop: ``await graph.arun(input)``.
 
         See :meth:`CompiledGraph.arun`; compiling and preparing the run happen
         when this is called, running when the coroutine is awaited.
         """
-        return self.compile().arun(input, observers=observers, run_id=run_id)
+        return self.compile().arun(input, **options)
 
     def astream(
-        self,
-        input: GraphInput = None,
-        *,
-        observers: Sequence[Observer | Listener] = (),
-        run_id: str | None = None,
+        self, input: GraphInput = None, **options: Unpack[StreamOptions]
     ) -> AsyncIterator[GraphEvent]:
         """Compile if needed and stream the run's events; see :meth:`CompiledGraph.astream`."""
-        return self.compile().astream(input, observers=observers, run_id=run_id)
+        return self.compile().astream(input, **options)
+
+    def resume(
+        self,
+        interrupt_id: str | Mapping[str, Any],
+        response: Any = NO_RESPONSE,
+        **options: Unpack[ResumeOptions],
+    ) -> GraphResult:
+        """Answer an interrupt and continue the run; see :meth:`CompiledGraph.aresume`."""
+        return self.compile().resume(interrupt_id, response, **options)
+
+    def aresume(
+        self,
+        interrupt_id: str | Mapping[str, Any],
+        response: Any = NO_RESPONSE,
+        **options: Unpack[ResumeOptions],
+    ) -> Coroutine[Any, Any, GraphResult]:
+        """Answer an interrupt and continue the run: ``await graph.aresume(id, answer)``."""
+        return self.compile().aresume(interrupt_id, response, **options)
+
+    def get_state(
+        self,
+        run_id: str,
+        *,
+        checkpoint_store: CheckpointStore,
+        serializer: StateSerializer | None = None,
+    ) -> StateSnapshot:
+        """The run's latest checkpoint; see :meth:`CompiledGraph.get_state`."""
+        return self.compile().get_state(
+            run_id, checkpoint_store=checkpoint_store, serializer=serializer
+        )
+
+    def get_history(
+        self,
+        run_id: str,
+        *,
+        checkpoint_store: CheckpointStore,
+        limit: int | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> list[StateSnapshot]:
+        """Every checkpoint of the run, newest first; see :meth:`CompiledGraph.get_history`."""
+        return self.compile().get_history(
+            run_id, checkpoint_store=checkpoint_store, limit=limit, serializer=serializer
+        )
+
+    def update_state(
+        self,
+        run_id: str,
+        values: Mapping[str, Any],
+        *,
+        checkpoint_store: CheckpointStore,
+        as_node: str | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> str:
+        """Correct a saved run's state; see :meth:`CompiledGraph.update_state`."""
+        return self.compile().update_state(
+            run_id,
+            values,
+            checkpoint_store=checkpoint_store,
+            as_node=as_node,
+            serializer=serializer,
+        )
 
     def __call__(self, state: GraphState) -> GraphState:
         """Run on ``state`` and return the final state (a graph is callable like a node)."""

@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from selectgraph._errors import Diagnostic, GraphRunError, StateValidationError
 from selectgraph._sentinels import EndType
+from selectgraph._serialization import StateSerializer, default_serializer
 from selectgraph._sync import run_sync
 from selectgraph.graph._adapters import FunctionAdapter
 from selectgraph.graph._edges import Edge, NodeRoutes
+from selectgraph.graph._interrupts import interrupt_run_id
 from selectgraph.graph._merge import Merger
 from selectgraph.graph._nodes import NodeSpec
 from selectgraph.graph._policies import (
@@ -30,17 +32,68 @@ from selectgraph.graph._state import GraphState
 from selectgraph.observe._events import GraphEvent
 from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import EventRecorder, Listener
+from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.runtime._durable import Durability
+from selectgraph.runtime._resume import (
+    DurableOptions,
+    StateSnapshot,
+    get_history,
+    get_state,
+    resume_run,
+    start_durable_run,
+    update_state,
+)
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
 
 if TYPE_CHECKING:
     from selectgraph.graph._subgraph import GraphAdapter
 
-__all__ = ["CompiledGraph", "GraphInput", "GraphSettings"]
+__all__ = [
+    "NO_RESPONSE",
+    "CompiledGraph",
+    "GraphInput",
+    "GraphSettings",
+    "ResumeOptions",
+    "RunOptions",
+    "StreamOptions",
+]
 
 T = TypeVar("T")
 
 GraphInput = GraphState | Mapping[str, Any] | str | None
 """What a run starts from: a state, a mapping of data, a user prompt, or nothing."""
+
+
+NO_RESPONSE: Any = object()
+"""``resume(interrupt_id)`` was not given an answer (None is a valid answer)."""
+_NO_RESPONSE = NO_RESPONSE
+
+PauseSignal = Any
+"""A PauseToken, threading.Event or asyncio.Event: anything with ``is_set()``."""
+
+
+class ResumeOptions(TypedDict, total=False):
+    """Keyword options of ``resume()`` / ``aresume()``."""
+
+    checkpoint_store: CheckpointStore | None
+    observers: Sequence[Observer | Listener]
+    durability: Durability
+    pause: PauseSignal | None
+    serializer: StateSerializer | None
+
+
+class StreamOptions(ResumeOptions, total=False):
+    """Keyword options of ``astream()``."""
+
+    run_id: str | None
+    checkpoint_id: str | None
+
+
+class RunOptions(StreamOptions, total=False):
+    """Keyword options of ``run()`` / ``arun()``."""
+
+    pause_before: Iterable[str] | None
+    pause_after: Iterable[str] | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +122,10 @@ class GraphSettings:
     """In a continuous conversation, older turns are summarised past this many tokens."""
     max_concurrency: int | None = None
     """Branches of one fan-out running at once, unless its group or edge says otherwise."""
+    pause_before: frozenset[str] = frozenset()
+    """Nodes a run with a checkpoint store pauses before (seed 000's ``pause_nodes``)."""
+    pause_after: frozenset[str] = frozenset()
+    """Nodes a run with a checkpoint store pauses after."""
 
 
 class CompiledGraph:
@@ -212,6 +269,13 @@ class CompiledGraph:
         *,
         observers: Sequence[Observer | Listener] = (),
         run_id: str | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_id: str | None = None,
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        pause_before: Iterable[str] | None = None,
+        pause_after: Iterable[str] | None = None,
+        serializer: StateSerializer | None = None,
     ) -> Coroutine[Any, Any, GraphResult]:
         """Run to a stop and return the result: ``result = await graph.arun(input)``.
 
@@ -221,14 +285,85 @@ class CompiledGraph:
         step of every run a layer of coroutine to resume.
 
         Args:
-            input: A GraphState, a mapping of data, a prompt string, or None.
+            input: A GraphState, a mapping of data, a prompt string, or None
+                (with ``checkpoint_id``, or a ``run_id`` that has checkpoints:
+                continue that run).
             observers: Extra observers for this run only.
-            run_id: Identifier for the run (a random one by default).
+            run_id: Identifier for the run (a random one by default). With a
+                store, a run id that already has checkpoints is continued.
+            checkpoint_store: Where the run keeps checkpoints (see
+                docs/persistence.md); none by default.
+            checkpoint_id: Continue from this checkpoint: the run's latest one
+                continues the run; an earlier one forks a new run (the original
+                is untouched).
+            durability: ``"sync"`` (each checkpoint saved before the next node
+                starts), ``"async"`` (saved in the background) or ``"exit"``
+                (only when the run stops or pauses).
+            pause: A PauseToken (or threading/asyncio Event): when set, the run
+                stops at the next node boundary, checkpointed.
+            pause_before: Nodes to pause before (adds to the graph's own).
+            pause_after: Nodes to pause after (adds to the graph's own).
+            serializer: Encodes the state for checkpoints and holds the
+                allow-list of classes that may be restored.
 
         Raises:
             GraphRunError: the run failed; ``error.state`` and ``error.result`` keep what was done.
+            ResumeError: the run cannot be continued as asked.
         """
-        return self._execute(input, observers, run_id, asyncio.sleep)
+        options = self._durable_options(
+            checkpoint_store, durability, pause, pause_before, pause_after, serializer
+        )
+        return self._execute(input, observers, run_id, asyncio.sleep, options, checkpoint_id)
+
+    def _durable_options(
+        self,
+        store: CheckpointStore | None,
+        durability: Durability,
+        pause: PauseSignal | None,
+        pause_before: Iterable[str] | None,
+        pause_after: Iterable[str] | None,
+        serializer: StateSerializer | None,
+    ) -> DurableOptions | None:
+        before = self.settings.pause_before | self._check_nodes("pause_before", pause_before)
+        after = self.settings.pause_after | self._check_nodes("pause_after", pause_after)
+        if store is None:
+            if pause is not None or before or after:
+                raise ValueError(
+                    "pausing a run (pause=, pause_before=, pause_after=) needs a "
+                    "checkpoint_store to continue it from, e.g. InMemoryCheckpointStore()"
+                )
+            if durability not in ("sync", "async", "exit"):
+                raise ValueError(
+                    f"durability must be 'sync', 'async' or 'exit', got {durability!r}"
+                )
+            return None
+        if pause is not None and not callable(getattr(pause, "is_set", None)):
+            raise TypeError(
+                "pause must be a PauseToken, threading.Event or asyncio.Event, "
+                f"got {type(pause).__name__}"
+            )
+        return DurableOptions(
+            store=store,
+            durability=durability,
+            serializer=serializer or default_serializer(),
+            pause=pause,
+            pause_before=before,
+            pause_after=after,
+        )
+
+    def _check_nodes(self, what: str, names: Iterable[str] | None) -> frozenset[str]:
+        if names is None:
+            return frozenset()
+        if isinstance(names, str):
+            names = (names,)
+        chosen = frozenset(names)
+        unknown = sorted(n for n in chosen if n not in self.nodes)
+        if unknown:
+            raise ValueError(
+                f"{what} names {', '.join(map(repr, unknown))}, not a node of graph "
+                f"{self.name!r}; nodes: {', '.join(sorted(self.nodes))}"
+            )
+        return chosen
 
     def _execute(
         self,
@@ -236,10 +371,32 @@ class CompiledGraph:
         observers: Sequence[Observer | Listener],
         run_id: str | None,
         sleep: Sleep,
+        options: DurableOptions | None = None,
+        checkpoint_id: str | None = None,
     ) -> Coroutine[Any, Any, GraphResult]:
         listeners = tuple(as_listener(o) for o in observers) if observers else ()
+        if options is not None:
+            return start_durable_run(
+                self,
+                input,
+                options,
+                run_id=run_id,
+                checkpoint_id=checkpoint_id,
+                listeners=listeners,
+                sleep=sleep,
+            )
+        if checkpoint_id is not None:
+            raise ValueError("checkpoint_id needs the checkpoint_store it was saved in")
         run = self.start_run(input, run_id=run_id, listeners=listeners, sleep=sleep)
         return run.execute()
+
+    def _drive_sleep(self) -> Sleep:
+        return asyncio.sleep if self.is_async else blocking_sleep
+
+    def _run_blocking(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if not self.is_async:
+            return _drive(coroutine)
+        return run_sync(coroutine)
 
     def run(
         self,
@@ -247,16 +404,130 @@ class CompiledGraph:
         *,
         observers: Sequence[Observer | Listener] = (),
         run_id: str | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_id: str | None = None,
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        pause_before: Iterable[str] | None = None,
+        pause_after: Iterable[str] | None = None,
+        serializer: StateSerializer | None = None,
     ) -> GraphResult:
-        """Run to a stop and return the result (blocking).
+        """Run to a stop and return the result (blocking); arguments as for :meth:`arun`.
 
         A graph whose nodes and edges are all synchronous runs without an event
         loop at all; otherwise this runs :meth:`arun` in one (on a worker thread
         when called from inside a running loop).
         """
-        if not self.is_async:
-            return _drive(self._execute(input, observers, run_id, blocking_sleep))
-        return run_sync(self._execute(input, observers, run_id, asyncio.sleep))
+        options = self._durable_options(
+            checkpoint_store, durability, pause, pause_before, pause_after, serializer
+        )
+        return self._run_blocking(
+            self._execute(input, observers, run_id, self._drive_sleep(), options, checkpoint_id)
+        )
+
+    # ---------------------------------------------------------------- resume
+    def aresume(
+        self,
+        interrupt_id: str | Mapping[str, Any],
+        response: Any = _NO_RESPONSE,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        observers: Sequence[Observer | Listener] = (),
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> Coroutine[Any, Any, GraphResult]:
+        """Answer an interrupt and continue the run: ``await graph.aresume(interrupt_id, "yes")``.
+
+        In the process that paused, the generator node continues at its yield
+        (nothing before it runs again). Otherwise the run is loaded from
+        ``checkpoint_store``: completed nodes are not run again, and the paused
+        generator node starts over with its earlier answers fed back in order
+        (``context.once`` steps are not redone).
+
+        Args:
+            interrupt_id: The interrupt to answer, or a mapping of interrupt id to
+                answer to answer several at once (parallel branches).
+            response: The answer (JSON data); omitted with a mapping.
+            checkpoint_store: The store the run was saved in (needed unless the
+                run is still paused in this process).
+            observers: Extra observers for the continued run.
+            durability: As for :meth:`arun`.
+            pause: As for :meth:`arun`.
+            serializer: As for :meth:`arun`.
+
+        Raises:
+            ResumeError: an interrupt id is unknown or already answered.
+            CheckpointConflict: another process answered first; nothing ran.
+        """
+        answers = _answers(interrupt_id, response)
+        options = self._durable_options(checkpoint_store, durability, pause, None, None, serializer)
+        listeners = tuple(as_listener(o) for o in observers) if observers else ()
+        return resume_run(self, answers, options, listeners=listeners, sleep=asyncio.sleep)
+
+    def resume(
+        self,
+        interrupt_id: str | Mapping[str, Any],
+        response: Any = _NO_RESPONSE,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        observers: Sequence[Observer | Listener] = (),
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> GraphResult:
+        """Answer an interrupt and continue the run (blocking); see :meth:`aresume`."""
+        answers = _answers(interrupt_id, response)
+        options = self._durable_options(checkpoint_store, durability, pause, None, None, serializer)
+        listeners = tuple(as_listener(o) for o in observers) if observers else ()
+        result: GraphResult = self._run_blocking(
+            resume_run(self, answers, options, listeners=listeners, sleep=self._drive_sleep())
+        )
+        return result
+
+    # ------------------------------------------------------------ time travel
+    def get_state(
+        self,
+        run_id: str,
+        *,
+        checkpoint_store: CheckpointStore,
+        serializer: StateSerializer | None = None,
+    ) -> StateSnapshot:
+        """The run's latest checkpoint: its state, what runs next and any pending interrupts."""
+        return _drive(get_state(checkpoint_store, run_id, serializer or default_serializer(), True))
+
+    def get_history(
+        self,
+        run_id: str,
+        *,
+        checkpoint_store: CheckpointStore,
+        limit: int | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> list[StateSnapshot]:
+        """Every checkpoint of the run, newest first; fork from one with ``checkpoint_id=``."""
+        return _drive(
+            get_history(checkpoint_store, run_id, serializer or default_serializer(), True, limit)
+        )
+
+    def update_state(
+        self,
+        run_id: str,
+        values: Mapping[str, Any],
+        *,
+        checkpoint_store: CheckpointStore,
+        as_node: str | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> str:
+        """Correct a saved run's state before continuing it; returns the new checkpoint's id.
+
+        ``values`` are merged like a node's update (through the reducers). With
+        ``as_node``, they count as that node's output: the run continues by
+        routing from it (pending interrupts are dropped). Without, the run
+        continues where it was, interrupts and all.
+        """
+        options = self._durable_options(checkpoint_store, "sync", None, None, None, serializer)
+        assert options is not None
+        return _drive(update_state(self, run_id, values, options, as_node=as_node, blocking=True))
 
     async def astream(
         self,
@@ -264,6 +535,11 @@ class CompiledGraph:
         *,
         observers: Sequence[Observer | Listener] = (),
         run_id: str | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_id: str | None = None,
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        serializer: StateSerializer | None = None,
     ) -> AsyncIterator[GraphEvent]:
         """Run and yield every event as it happens; the last is RunFinished (with ``.result``).
 
@@ -282,7 +558,10 @@ class CompiledGraph:
                 loop.call_soon_threadsafe(queue.put_nowait, event)
 
         listeners = (*observers, deliver)
-        task = asyncio.ensure_future(self._execute(input, listeners, run_id, _yielding_sleep))
+        options = self._durable_options(checkpoint_store, durability, pause, None, None, serializer)
+        task = asyncio.ensure_future(
+            self._execute(input, listeners, run_id, _yielding_sleep, options, checkpoint_id)
+        )
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while True:
@@ -331,6 +610,19 @@ class CompiledGraph:
 
     def __repr__(self) -> str:
         return f"CompiledGraph(name={self.name!r}, entry={self.entry!r}, nodes={len(self.nodes)})"
+
+
+def _answers(interrupt_id: str | Mapping[str, Any], response: Any) -> dict[str, Any]:
+    if isinstance(interrupt_id, Mapping):
+        if response is not _NO_RESPONSE:
+            raise TypeError(
+                "resume: give a mapping of interrupt id to answer, or one id and its answer"
+            )
+        return dict(interrupt_id)
+    if response is _NO_RESPONSE:
+        raise TypeError(f"resume({interrupt_id!r}) needs the answer: resume(interrupt_id, answer)")
+    interrupt_run_id(interrupt_id)  # a clear error for something that is not an interrupt id
+    return {interrupt_id: response}
 
 
 async def _yielding_sleep(seconds: float) -> None:

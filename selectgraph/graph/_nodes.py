@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -83,11 +84,47 @@ class NodeContext:
         runtime = self.runtime
         return None if runtime is None else runtime.previous_result(self.node)
 
+    def once(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, run once for this visit of this node, even across restarts.
+
+        For generator nodes that pause: when the run resumes in a new process,
+        the node starts over and its yields get their recorded answers, but a
+        step wrapped in ``once`` returns its saved result instead of running
+        again. Its result must be JSON data (or a type the serializer allows).
+        An async ``fn`` gives an awaitable: ``draft = await context.once("draft", write)``.
+        """
+        runtime = self.runtime
+        memo: dict[str, Any] | None = None
+        if runtime is not None and hasattr(runtime, "memo_for"):
+            memo = runtime.memo_for(runtime.task_id(self.node, self.branch))
+        if memo is not None and name in memo:
+            value = memo[name]
+            if inspect.iscoroutinefunction(fn):
+                return _ready(value)
+            return value
+        result = fn(*args, **kwargs)
+        if inspect.isawaitable(result):
+            return _remember(memo, name, result)
+        if memo is not None:
+            memo[name] = result
+        return result
+
     def __repr__(self) -> str:
         return (
             f"NodeContext(node={self.node!r}, step={self.step}, visit={self.visit}, "
             f"attempt={self.attempt}, run_id={self.run_id!r}, graph={self.graph!r})"
         )
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+async def _remember(memo: dict[str, Any] | None, name: str, pending: Awaitable[Any]) -> Any:
+    value = await pending
+    if memo is not None:
+        memo[name] = value
+    return value
 
 
 class NodeAdapter(Protocol):

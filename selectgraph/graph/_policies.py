@@ -75,12 +75,13 @@ class LoopAction(StrEnum):
     """Count it in ``result.loops_detected``, emit LoopDetected, and continue."""
 
 
-Outcome = Literal["success", "failure", "skipped"]
+Outcome = Literal["success", "failure", "skipped", "interrupted"]
 """How a node's step ended.
 
 - ``"success"``: the node returned and its output was merged.
 - ``"failure"``: the node failed and an on_failure edge took over.
 - ``"skipped"``: the node failed under ErrorPolicy.SKIP; the run went on.
+- ``"interrupted"``: a generator node paused for an answer; it continues on resume.
 """
 
 Quality = Literal["clean", "degraded", "failed"]
@@ -102,11 +103,13 @@ Conversation = Literal["isolated", "continuous"]
   summarised once the thread grows past ``compact_at_tokens``.
 """
 
-StopReason = Literal["end", "max_steps", "loop", "error"]
+StopReason = Literal["end", "max_steps", "loop", "error", "interrupted", "paused"]
 """Why a run stopped.
 
 - ``"end"``: routing reached END.
 - ``"max_steps"``: the step limit was reached.
 - ``"loop"``: loop detection stopped the run (LoopAction.STOP or RAISE).
+- ``"interrupted"``: a generator node is waiting for an answer (``result.interrupts``).
+- ``"paused"``: a pause gate or a PauseToken stopped the run at a node boundary.
 - ``"error"``: an error ended the run.
 """

@@ -11,6 +11,7 @@ from selectgraph._serialization import decode, encode
 from selectgraph._usage import Usage
 
 if TYPE_CHECKING:
+    from selectgraph.graph._interrupts import Interrupt
     from selectgraph.graph._policies import Outcome, Quality, StopReason
     from selectgraph.graph._state import GraphState
     from selectgraph.observe._events import GraphEvent
@@ -109,6 +110,25 @@ class GraphResult:
     """Model usage summed over every node (subgraphs included)."""
     history_start: int = 0
     """Entries of ``state.history`` that predate this run (from an input state)."""
+    interrupts: tuple[Interrupt, ...] = ()
+    """The questions the run is waiting on, when it stopped at an interrupt."""
+    checkpoint_id: str | None = None
+    """The run's last checkpoint, when it has a checkpoint store."""
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether a generator node paused the run for an answer (see ``interrupts``)."""
+        return bool(self.interrupts)
+
+    @property
+    def interrupt_id(self) -> str | None:
+        """The first pending interrupt's id: ``graph.resume(result.interrupt_id, answer)``."""
+        return self.interrupts[0].id if self.interrupts else None
+
+    @property
+    def paused(self) -> bool:
+        """Whether the run stopped at a pause gate, a PauseToken or an interrupt."""
+        return self.stop_reason in ("paused", "interrupted")
 
     @property
     def node_results(self) -> dict[str, list[NodeResult]]:

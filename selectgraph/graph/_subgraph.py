@@ -73,6 +73,7 @@ async def _run_child(
         sleep=parent.sleep if _in_event_loop() else blocking_sleep,
         track_writes=track_writes,
     )
+    run._book_parent = parent  # a generator node inside finds the run's answers
     try:
         result = await run.execute()
     except GraphRunError as error:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from selectgraph.observe._events import (
+    CheckpointSaved,
     EdgeFired,
     GraphEvent,
     GraphEventType,
+    InterruptRaised,
     LoopDetected,
+    NodeCacheHit,
     NodeChunk,
     NodeFinished,
     NodeRetried,
@@ -16,16 +19,21 @@ from selectgraph.observe._events import (
     RunCancelled,
     RunFailed,
     RunFinished,
+    RunPaused,
+    RunResumed,
     RunStarted,
     StallDetected,
 )
 from selectgraph.observe._observer import Observer
 
 __all__ = [
+    "CheckpointSaved",
     "EdgeFired",
     "GraphEvent",
     "GraphEventType",
+    "InterruptRaised",
     "LoopDetected",
+    "NodeCacheHit",
     "NodeChunk",
     "NodeFinished",
     "NodeRetried",
@@ -36,6 +44,8 @@ __all__ = [
     "RunCancelled",
     "RunFailed",
     "RunFinished",
+    "RunPaused",
+    "RunResumed",
     "RunStarted",
     "StallDetected",
 ]

@@ -14,10 +14,13 @@ if TYPE_CHECKING:
     from selectgraph.runtime._branches import BranchRef
 
 __all__ = [
+    "CheckpointSaved",
     "EdgeFired",
     "GraphEvent",
     "GraphEventType",
+    "InterruptRaised",
     "LoopDetected",
+    "NodeCacheHit",
     "NodeChunk",
     "NodeFinished",
     "NodeRetried",
@@ -27,6 +30,8 @@ __all__ = [
     "RunCancelled",
     "RunFailed",
     "RunFinished",
+    "RunPaused",
+    "RunResumed",
     "RunStarted",
     "StallDetected",
 ]
@@ -48,6 +53,11 @@ class GraphEventType(StrEnum):
     RUN_CANCELLED = "run_cancelled"
     PARALLEL_STARTED = "parallel_started"
     PARALLEL_FINISHED = "parallel_finished"
+    INTERRUPT_RAISED = "interrupt_raised"
+    RUN_PAUSED = "run_paused"
+    RUN_RESUMED = "run_resumed"
+    CHECKPOINT_SAVED = "checkpoint_saved"
+    NODE_CACHE_HIT = "node_cache_hit"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,8 +226,8 @@ class RunCancelled(GraphEvent):
     Emitted when the task running the graph is cancelled (``task.cancel()``, a
     timeout such as ``asyncio.wait_for``, an ``astream()`` consumer that stops
     reading) or the process is interrupted (``KeyboardInterrupt``). Every run
-    ends with exactly one of RunFinished, RunFailed or RunCancelled, so an
-    observer that opened a span for the run can always close it.
+    ends with exactly one of RunFinished, RunFailed, RunCancelled or RunPaused,
+    so an observer that opened a span for the run can always close it.
     """
 
     type: ClassVar[GraphEventType] = GraphEventType.RUN_CANCELLED
@@ -255,3 +265,67 @@ class ParallelFinished(GraphEvent):
     """Branches cancelled before they finished (fail_all)."""
     duration_ms: float = 0.0
     """Wall time from the first branch's start to the merge."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterruptRaised(GraphEvent):
+    """A generator node yielded an InterruptRequest that has no answer yet."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.INTERRUPT_RAISED
+    node: str
+    """The node waiting for an answer."""
+    interrupt_id: str
+    """What to pass to ``resume()``; unique within the run, branches included."""
+    prompt: str = ""
+    """The question the node asked."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPaused(GraphEvent):
+    """The run stopped at a point it can continue from (its last event until resumed)."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.RUN_PAUSED
+    reason: str
+    """``"interrupt"``, ``"pause_before"``, ``"pause_after"`` or ``"requested"`` (a PauseToken)."""
+    next: tuple[str, ...] = ()
+    """The nodes that run when the run continues."""
+    checkpoint_id: str | None = None
+    """The checkpoint holding the paused run, when it has a store."""
+    result: GraphResult | None = field(default=None, repr=False, compare=False)
+    """The paused run's result, on the event listeners and ``astream()`` receive."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResumed(GraphEvent):
+    """A run continued from a checkpoint or from its live paused state."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.RUN_RESUMED
+    checkpoint_id: str | None
+    """The checkpoint it continued from."""
+    live: bool = False
+    """True when the paused generator was still in memory (nothing before its yield re-ran)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointSaved(GraphEvent):
+    """A checkpoint of the run was written (or, with ``durability="async"``, handed to a writer)."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.CHECKPOINT_SAVED
+    checkpoint_id: str
+    """Its id."""
+    trigger: str
+    """``"input"``, ``"node_complete"``, ``"interrupt"``, ``"pause"``, ``"cancel"``,
+    ``"error"``, ``"end"``, ``"answer"`` or ``"update"``."""
+    version: int
+    """The run head's version after this write."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeCacheHit(GraphEvent):
+    """A node's cached output was used instead of running it."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.NODE_CACHE_HIT
+    node: str
+    """The node."""
+    key: str
+    """The cache key its input gave."""

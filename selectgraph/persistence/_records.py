@@ -42,6 +42,7 @@ __all__ = [
     "CheckpointKind",
     "apply_delta",
     "build_checkpoint",
+    "copy_encoded",
     "decode_body",
     "decode_record",
     "decode_writes",
@@ -518,7 +519,14 @@ class CheckpointChain:
         """The last checkpoint made (or the parent given)."""
         return self._parent
 
-    def next(self, *, step: int, state: dict[str, Any], **fields: Any) -> Checkpoint:
+    def next(
+        self,
+        *,
+        step: int,
+        state: dict[str, Any],
+        delta: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> Checkpoint:
         """The checkpoint after the last one made, holding ``state`` (whole, encoded).
 
         The caller saves it with ``expected_version=checkpoint.version - 1``; if
@@ -527,7 +535,11 @@ class CheckpointChain:
 
         Args:
             step: The run's step count.
-            state: The whole encoded state.
+            state: The whole encoded state. With ``delta``, the caller may keep
+                changing it afterwards (a snapshot takes a copy).
+            delta: What changed since the last checkpoint, when the caller knows
+                it (the runner tracks the keys a step wrote); saves diffing
+                the whole state.
             **fields: ``next``, ``pending_writes``, ``interrupts``, ``metadata``.
         """
         parent = self._parent
@@ -544,19 +556,35 @@ class CheckpointChain:
         }
         checkpoint: Checkpoint | None = None
         if parent is not None and self._state is not None and self._deltas < self.max_deltas:
-            delta = diff_state(self._state, state)
+            if delta is None:
+                delta = diff_state(self._state, state)
             size = len(_dumps(delta, f"checkpoint {checkpoint_id!r} values"))
             if self._delta_bytes + size < self.ratio * self._snapshot_bytes:
                 checkpoint = Checkpoint(kind="delta", values=delta, **common)
                 self._delta_bytes += size
                 self._deltas += 1
         if checkpoint is None:
+            if delta is not None:
+                state = copy_encoded(state)
             checkpoint = Checkpoint(kind="snapshot", values=state, **common)
             self._snapshot_bytes = len(_dumps(state, f"checkpoint {checkpoint_id!r} values"))
             self._delta_bytes = 0
             self._deltas = 0
         self._parent, self._state = checkpoint, state
         return checkpoint
+
+
+def copy_encoded(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of an encoded state that later changes to ``state`` cannot reach.
+
+    Encoded values are replaced, never changed in place, by whoever keeps a
+    live encoded state; only its containers (``data``, ``history``...) need
+    copying, which is far cheaper than a deep copy.
+    """
+    return {
+        key: dict(value) if type(value) is dict else list(value) if type(value) is list else value
+        for key, value in state.items()
+    }
 
 
 # ------------------------------------------------------------------- codec

@@ -78,6 +78,7 @@ class BranchRun(Run):
         self.hit_limit = False
         """Whether the walk stopped at max_steps."""
         self._parent_run = parent
+        self._book_parent = parent
         self._parent_visits = parent._visits
         self._visits = dict(parent._visits)
         self._history = self.writes.history

@@ -43,6 +43,7 @@ from selectgraph.graph._edges import (
     route_with_value,
 )
 from selectgraph.graph._fingerprint import StateFingerprint
+from selectgraph.graph._interrupts import Interrupt, NodeInterrupt
 from selectgraph.graph._merge import Merger
 from selectgraph.graph._nodes import NodeContext, NodeSpec
 from selectgraph.graph._output import NodeOutput, read_output
@@ -59,6 +60,7 @@ from selectgraph.graph._state import LAST_OUTPUT, GraphState
 from selectgraph.graph._views import StateView
 from selectgraph.observe._events import (
     EdgeFired,
+    InterruptRaised,
     NodeFinished,
     NodeRetried,
     NodeStarted,
@@ -67,6 +69,8 @@ from selectgraph.observe._events import (
     RunCancelled,
     RunFailed,
     RunFinished,
+    RunPaused,
+    RunResumed,
     RunStarted,
     StallDetected,
 )
@@ -89,13 +93,15 @@ from selectgraph.runtime._retry import is_retryable, retry_after_failure
 
 if TYPE_CHECKING:
     from selectgraph.graph._compiled import CompiledGraph
+    from selectgraph.graph._views import StateView as _View
+    from selectgraph.runtime._durable import Durable, InterruptBook
 
 __all__ = ["Run", "blocking_sleep", "new_run_id"]
 
 Sleep = Callable[[float], Awaitable[None]]
 
-Stop = Literal["end", "join", "max_steps", "loop"]
-"""Why a walk stopped: END, the branch's join point, the step limit, or a loop stop."""
+Stop = Literal["end", "join", "max_steps", "loop", "paused"]
+"""Why a walk stopped: END, the branch's join point, the step limit, a loop stop, or a pause."""
 
 _random_bits = random.getrandbits
 
@@ -214,6 +220,21 @@ class Run:
     """The branch this walk is, inside fan-outs."""
     abort: threading.Event | None = None
     """For a branch: set when its fan-out gave up; the walk stops before its next node."""
+    durable: Durable | None = None
+    """The checkpoint writer, for a run with a checkpoint store (never a branch's)."""
+    book: InterruptBook | None = None
+    """Answers, pending questions and live generators (made when a generator node runs)."""
+    _book_parent: Run | None = None
+    """The run whose book this one shares (a branch's or subgraph's parent)."""
+    resumed_from: str | None = None
+    """The checkpoint a continued run started from (its first event is RunResumed)."""
+    resumed_live = False
+    """Whether the continued run is the paused run itself, still in memory."""
+    first_write: tuple[str, list[Any], dict[str, Any] | None] | None = None
+    """A checkpoint to write once the run has announced itself (its input, or a fork)."""
+    _pause_reason = ""
+    _pause_next: list[Any] | None = None
+    _fan_out_source = ""
 
     @property
     def driven_without_loop(self) -> bool:
@@ -229,7 +250,7 @@ class Run:
         """
         return self.walk(self.graph.entry)
 
-    async def walk(self, target: str | EndType | Branches) -> Any:
+    async def walk(self, target: str | EndType | Branches | tuple[str, bool, Any]) -> Any:
         """Run nodes from ``target`` until END, the join point, the step limit or a loop stop.
 
         A whole run (no ``stop_at``) reports its start, its end and any failure, and
@@ -260,15 +281,30 @@ class Run:
         stop_at = self.stop_at
         one_node = self.one_node
         abort = self.abort
-        name = ""
+        name = self._fan_out_source
         top = stop_at is None
+        durable = self.durable
         stop: Stop
         output: Any  # a NodeOutput, or what _recover says of a failure (a bool)
         try:
             if top:
-                self.recorder.record(RunStarted, 0, target)
+                if self.resumed_from is None and not self.resumed_live:
+                    self.recorder.record(RunStarted, 0, target)
+                else:
+                    self.recorder.record(
+                        RunResumed, self.steps, self.resumed_from, self.resumed_live
+                    )
+                if self.first_write is not None:
+                    assert durable is not None
+                    trigger, next_, extra = self.first_write
+                    self.first_write = None
+                    await durable.write(self, trigger, next_, extra=extra)
+            if type(target) is tuple:  # continued from a checkpoint taken after a node
+                name, ok, goto = target
+                target = await self.route_after(name, ok, goto)
             while target is not END and target is not stop_at:
                 if type(target) is Branches:
+                    self._fan_out_source = name
                     stop = await self._fan_out_from(name, target)  # type: ignore[assignment]
                     if stop is not None:
                         break
@@ -280,6 +316,14 @@ class Run:
                     break
                 if abort is not None and abort.is_set():
                     raise BranchAborted(f"branch {self.branch!r} stopped: its fan-out failed")
+                if durable is not None and target in durable.pause_before:
+                    if durable.skip_gate == target:
+                        durable.skip_gate = None  # the gate this run was continued from
+                    else:
+                        self._pause_reason = "pause_before"
+                        self._pause_next = [target]
+                        stop = "paused"
+                        break
                 name = target  # type: ignore[assignment]
                 spec = nodes[name]
                 self.steps = step = self.steps + 1
@@ -356,6 +400,12 @@ class Run:
                 if one_node:
                     stop = "join"
                     break
+                if durable is not None and await durable.after_node(self, name, ok, goto):
+                    self._pause_reason = (
+                        "pause_after" if name in durable.pause_after else "requested"
+                    )
+                    stop = "paused"
+                    break
 
                 routes = all_routes[name]
                 if goto is not None:
@@ -406,12 +456,20 @@ class Run:
                 stop = "join" if target is stop_at else "end"
             if not top:
                 return stop
+            if durable is not None:
+                return await self._stop_durably(stop)
             if stop == "max_steps":
                 return self._stop_at_limit(self._stopped_at)
             return self._finish("end" if stop == "join" else stop)
+        except NodeInterrupt as signal:
+            if not top or self._book_parent is not None:
+                raise  # the run at the top pauses, with every branch's questions
+            return await self._interrupted(signal.interrupt, name, type(target) is Branches)
         except GraphRunError as error:
             if top:
                 self._attach(error)
+                if durable is not None:
+                    await self._save_failure(error, name)
             raise
         except Exception as exc:
             if top:
@@ -427,6 +485,8 @@ class Run:
                 self.recorder.record(
                     RunCancelled, self.steps, _cancel_reason(exc), state.current_node
                 )
+                if durable is not None:
+                    self._save_cancelled(name)
             raise
 
     # ------------------------------------------------------------- one node
@@ -781,20 +841,32 @@ class Run:
         # Set when fail_all gives up: branches on worker threads stop before their next node.
         abort = threading.Event()
 
-        async def run_branch(task: BranchTask) -> BranchWrites:
-            quick = self._quick_call(task.node, plan.join)
-            if quick is not None:
-                quick_nodes.append(task.node)  # a visit, whether it succeeds or not
-                writes, goto = await self._quick_branch(task, quick, step, plan.join)
-                if single or goto is None or goto is plan.join or goto is END:
-                    return writes
-                # The node chose where its branch goes on: walk it from there.
-                walker = BranchRun(self, task, plan.join, False, abort, writes)
-                runs.append(walker)
-                return await walker.run(goto)
-            branch = BranchRun(self, task, plan.join, single, abort)
-            runs.append(branch)
-            return await branch.run(task.node)
+        book = self.book if self._book_parent is None else self._ensure_book()
+        finished_before = book.branches_done if book is not None else None
+
+        async def run_branch(task: BranchTask) -> BranchWrites | NodeInterrupt:
+            if finished_before:
+                # Finished before the run paused at a sibling's interrupt: not run again.
+                done = finished_before.pop(f"{step}:{task.ref.task_id}", None)
+                if done is not None:
+                    return done  # type: ignore[no-any-return]
+            try:
+                quick = self._quick_call(task.node, plan.join)
+                if quick is not None:
+                    quick_nodes.append(task.node)  # a visit, whether it succeeds or not
+                    writes, goto = await self._quick_branch(task, quick, step, plan.join)
+                    if single or goto is None or goto is plan.join or goto is END:
+                        return writes
+                    # The node chose where its branch goes on: walk it from there.
+                    walker = BranchRun(self, task, plan.join, False, abort, writes)
+                    runs.append(walker)
+                    return await walker.run(goto)
+                branch = BranchRun(self, task, plan.join, single, abort)
+                runs.append(branch)
+                return await branch.run(task.node)
+            except NodeInterrupt as signal:
+                # Returned, not raised: a question must not cancel the siblings (fail_all).
+                return signal
 
         limit = options.max_concurrency or self.graph.settings.max_concurrency
         if self.driven_without_loop:
@@ -808,7 +880,21 @@ class Run:
         done: list[BranchWrites] = []
         failed: list[tuple[BranchTask, BaseException]] = []
         cancelled: list[str] = []
+        asked = [o for o in outcomes if type(o) is NodeInterrupt]
+        if asked and not any(
+            isinstance(o, Exception) and not isinstance(o, BranchAborted) for o in outcomes
+        ):
+            # Some branch waits for an answer: keep what the finished ones wrote for the
+            # resume, and pause the run (the join happens once every branch is done).
+            kept = self._ensure_book().branches_done
+            for task, outcome in zip(plan.tasks, outcomes, strict=True):
+                if type(outcome) is BranchWrites:
+                    kept[f"{step}:{task.ref.task_id}"] = outcome
+            raise asked[0]
         for task, outcome in zip(plan.tasks, outcomes, strict=True):
+            if type(outcome) is NodeInterrupt:
+                cancelled.append(task.ref.label)  # a sibling failed: the question is moot
+                continue
             if type(outcome) is BranchWrites:
                 done.append(outcome)
             elif outcome is CANCELLED or isinstance(outcome, BranchAborted):
@@ -1132,6 +1218,23 @@ class Run:
         return self._finish("max_steps")
 
     def _build_result(self, stop_reason: StopReason, quality: Any) -> GraphResult:
+        if self.durable is not None or self._interrupts:
+            return GraphResult(
+                state=self.state,
+                steps=self.steps,
+                trace=self.recorder.trace,
+                quality=quality,
+                stop_reason=stop_reason,
+                run_id=self.run_id,
+                duration_ms=(perf_counter() - self._started) * 1000,
+                stalls=self._stalls,
+                loops_detected=self._loops,
+                max_steps_reached=self._max_steps_reached,
+                total_usage=self.usage,
+                history_start=self._history_start,
+                interrupts=self._interrupts,
+                checkpoint_id=self._checkpoint_id,
+            )
         return GraphResult(
             state=self.state,
             steps=self.steps,
@@ -1188,6 +1291,272 @@ class Run:
                 error.node, error.step = node, step
                 error.args = (f"{error.args[0]}; last written by node {node!r} at step {step}",)
                 return
+
+    # ------------------------------------------------- durability and interrupts
+    _interrupts: tuple[Interrupt, ...] = ()
+    _checkpoint_id: str | None = None
+    _resume_next: list[Any] = []  # noqa: RUF012 - replaced, never changed in place
+    """Where a paused run continues (the checkpoint's ``next``)."""
+
+    @property
+    def visits(self) -> dict[str, int]:
+        """How many times each node ran in this run."""
+        return self._visits
+
+    @property
+    def degraded(self) -> bool:
+        """Whether some failure was absorbed on the way."""
+        return self._degraded
+
+    @property
+    def history_start(self) -> int:
+        """Entries of ``state.history`` that predate this run."""
+        return self._history_start
+
+    def restore(self, *, steps: int, visits: dict[str, int], usage: Usage, degraded: bool) -> None:
+        """Take up the counters of a run continued from a checkpoint."""
+        self.steps = steps
+        self._visits = dict(visits)
+        self.usage = usage
+        self._degraded = degraded
+
+    def _ensure_book(self) -> InterruptBook:
+        if self._book_parent is not None:
+            return self._book_parent._ensure_book()
+        book = self.book
+        if book is None:
+            from selectgraph.runtime._durable import InterruptBook
+
+            book = self.book = InterruptBook()
+        return book
+
+    def task_id(self, node: str, branch: BranchRef | None) -> str:
+        """The stable id of the current visit of ``node``: the same after a restart."""
+        task = f"{self.steps}:{node}"
+        if branch is not None:
+            task = f"{branch.task_id}/{task}"
+        if self.namespace:
+            task = "/".join(self.namespace) + "/" + task
+        return task
+
+    def interrupt_id(self, task: str, index: int) -> str:
+        """The id of the ``index``-th yield of ``task``."""
+        return f"{self.run_id}|{task}|{index}"
+
+    def answer_for(self, interrupt_id: str) -> tuple[bool, Any]:
+        """The answer given to ``interrupt_id``, if one was."""
+        answers = self._ensure_book().answers
+        if interrupt_id in answers:
+            return True, answers[interrupt_id]
+        return False, None
+
+    def take_live(self, task: str) -> tuple[Any, _View, Interrupt] | None:
+        """The suspended generator of ``task``, if this process still has it."""
+        return self._ensure_book().live.pop(task, None)
+
+    def keep_live(self, task: str, generator: Any, view: _View, interrupt: Interrupt) -> None:
+        """Keep ``task``'s suspended generator and record its question as pending."""
+        book = self._ensure_book()
+        book.live[task] = (generator, view, interrupt)
+        book.pending[interrupt.id] = interrupt
+
+    def task_done(self, task: str) -> None:
+        """``task``'s generator returned: forget its answers and memoized steps."""
+        self._ensure_book().clear_task(task)
+
+    def memo_for(self, task: str) -> dict[str, Any]:
+        """The results of ``task``'s ``context.once()`` steps."""
+        return self._ensure_book().memo.setdefault(task, {})
+
+    def drop_live(self) -> None:
+        """Close the generators kept for an in-process resume (the run will replay instead)."""
+        book = self.book
+        if book is None:
+            return
+        for generator, _, _ in book.live.values():
+            close = getattr(generator, "close", None)
+            if close is not None and not hasattr(generator, "aclose"):
+                close()
+        book.live.clear()
+
+    async def _interrupted(self, interrupt: Interrupt, name: str, in_fan_out: bool) -> GraphResult:
+        """A generator node asked a question: checkpoint, and return a paused result."""
+        from selectgraph.runtime._durable import encode_next, keep_paused
+
+        book = self._ensure_book()
+        pending = tuple(book.pending.values()) or (interrupt,)
+        if in_fan_out:
+            next_ = encode_next("after", self._fan_out_source)
+        else:
+            # The node did not complete: its step and visit are counted again on resume.
+            visit = self._visits.get(name, 1)
+            self.recorder.record(
+                NodeFinished, self.steps, name, visit, 0.0, "interrupted", 1, interrupt.id
+            )
+            self.steps -= 1
+            if visit > 1:
+                self._visits[name] = visit - 1
+            else:
+                self._visits.pop(name, None)
+            next_ = [name]
+        for item in pending:
+            self.recorder.record(InterruptRaised, self.steps, item.node, item.id, item.prompt)
+        self._interrupts = pending
+        self._resume_next = next_
+        durable = self.durable
+        if durable is not None:
+            records, extra = self._interrupt_records(durable.serializer, pending)
+            checkpoint = await durable.write(
+                self, "interrupt", next_, interrupts=records, extra=extra
+            )
+            await durable.flush(self)
+            durable.close()
+            self._checkpoint_id = checkpoint.checkpoint_id
+        self.state.current_node = None
+        result = self._build_result("interrupted", "degraded" if self._degraded else "clean")
+        keep_paused(self, [item.id for item in pending])
+        self.recorder.record_delivering(
+            RunPaused,
+            self.steps,
+            "interrupt",
+            tuple(n if isinstance(n, str) else n["after"] for n in next_),
+            self._checkpoint_id,
+            result=result,
+        )
+        return result
+
+    def _interrupt_records(
+        self, serializer: Any, pending: tuple[Interrupt, ...]
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+        """The checkpoint's interrupts (pending, and answered ones of tasks not done) and memo."""
+        book = self._ensure_book()
+        encode = serializer.encode
+        records: dict[str, dict[str, Any]] = {}
+        for item in pending:
+            records[item.id] = {
+                "node": item.node,
+                "prompt": item.prompt,
+                "payload": encode(item.payload, f"interrupts[{item.id!r}].payload"),
+                "index": item.index,
+            }
+        for interrupt_id, answer in book.answers.items():
+            if interrupt_id not in records:
+                records[interrupt_id] = {
+                    "answered": True,
+                    "answer": encode(answer, f"interrupts[{interrupt_id!r}].answer"),
+                }
+        extra: dict[str, Any] = {}
+        memo = {
+            task: {key: encode(value, f"memo[{task!r}].{key}") for key, value in steps.items()}
+            for task, steps in book.memo.items()
+            if steps
+        }
+        if memo:
+            extra["memo"] = memo
+        return records, extra
+
+    async def _stop_durably(self, stop: Stop) -> GraphResult:
+        """End a run that has a checkpoint store: write its last checkpoint, then report."""
+        durable = self.durable
+        assert durable is not None
+        if stop == "paused":
+            if self._pause_next is not None:
+                checkpoint = await durable.write(self, "pause", self._pause_next)
+            else:
+                assert durable.head is not None  # after_node wrote it
+                checkpoint = durable.head
+            await durable.flush(self)
+            durable.close()
+            self._checkpoint_id = checkpoint.checkpoint_id
+            self.state.current_node = None
+            result = self._build_result("paused", "degraded" if self._degraded else "clean")
+            self.recorder.record_delivering(
+                RunPaused,
+                self.steps,
+                self._pause_reason,
+                tuple(n if isinstance(n, str) else n["after"] for n in checkpoint.next),
+                self._checkpoint_id,
+                result=result,
+            )
+            return result
+        self.state.current_node = None
+        if stop == "max_steps" and isinstance(self._stopped_at, str):
+            next_: list[Any] = [self._stopped_at]  # a later call may continue from there
+        else:
+            next_ = []
+        checkpoint = await durable.write(self, stop if stop != "join" else "end", next_)
+        await durable.flush(self)
+        durable.close()
+        self._checkpoint_id = checkpoint.checkpoint_id
+        if stop == "max_steps":
+            return self._stop_at_limit(self._stopped_at)
+        return self._finish("end" if stop == "join" else stop)
+
+    def _resume_point(self, name: str) -> list[Any]:
+        """Where a run that stopped inside ``name`` continues, rolling back its unfinished visit."""
+        from selectgraph.runtime._durable import encode_next
+
+        durable = self.durable
+        assert durable is not None
+        if durable.completed is not None and durable.completed[0] == self.steps:
+            _, node, ok, goto = durable.completed  # the node finished; routing did not
+            return encode_next("after", node, ok=ok, goto=goto)
+        if not name or name not in self.graph.nodes:
+            return [self.graph.entry] if not self.steps else []
+        visit = self._visits.get(name, 1)
+        self.steps -= 1
+        if visit > 1:
+            self._visits[name] = visit - 1
+        else:
+            self._visits.pop(name, None)
+        return [name]
+
+    async def _save_failure(self, error: GraphRunError, name: str) -> None:
+        """Checkpoint a failed run so it can be fixed and continued; never hides ``error``."""
+        durable = self.durable
+        assert durable is not None
+        try:
+            await durable.flush(self)
+            checkpoint = await durable.write(
+                self, "error", self._resume_point(error.node or name), extra={"error": str(error)}
+            )
+            await durable.flush(self)
+            self._checkpoint_id = checkpoint.checkpoint_id
+            if error.result is not None:
+                error.result.checkpoint_id = checkpoint.checkpoint_id
+        except Exception as failure:  # the run's own error matters more
+            error.add_note(f"its checkpoint could not be saved: {_describe_error(failure)}")
+        finally:
+            durable.close()
+
+    def _save_cancelled(self, name: str) -> None:
+        """Checkpoint a cancelled run synchronously (no awaiting while cancelled)."""
+        durable = self.durable
+        assert durable is not None
+        try:
+            for future in durable.pending_writes():
+                future.result()
+            checkpoint = durable.make(self, "cancel", self._resume_point(name))
+            durable.store.save(checkpoint, expected_version=checkpoint.version - 1)
+            self._checkpoint_id = checkpoint.checkpoint_id
+        except Exception:  # cancellation must go on; the last good checkpoint stands
+            pass
+        finally:
+            durable.close()
+
+    async def route_after(self, node: str, ok: bool, goto: Any) -> Any:
+        """Where the run goes after ``node`` (its output already merged): for a resume."""
+        spec = self.graph.nodes[node]
+        if goto is not None:
+            target = self._check_goto(spec, goto)
+            self.recorder.record(EdgeFired, self.steps, node, target, "goto", "")
+            return target
+        routes = self.graph.routes[node]
+        if routes.is_async:
+            resolved = await aresolve_next(node, routes, ok, self.state, self.graph.nodes)
+        else:
+            resolved = resolve_next(node, routes, ok, self.state, self.graph.nodes)
+        return self._follow(node, resolved)
 
     def _attach(self, error: GraphRunError) -> None:
         if error.state is None:

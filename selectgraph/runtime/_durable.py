@@ -1,0 +1,286 @@
+"""Durable runs: when a run writes checkpoints, what they hold, and the interrupts it waits on.
+
+A run with a checkpoint store gets a :class:`Durable`. The step loop calls it
+at a few points and nowhere else, so a run without a store pays nothing:
+
+- ``after_node``: a node finished and its output was merged. The checkpoint's
+  ``next`` is ``{"after": node}``: a resume routes from that node again
+  (routing is a function of the saved state), so no completed node re-runs.
+- ``stop``: the run pauses (an interrupt, a pause gate, a PauseToken), was
+  cancelled, failed, or ended. These are written whatever the durability.
+
+Durability (see docs/persistence.md for the loss window of each):
+``"sync"`` writes each checkpoint before the next node starts; ``"async"``
+hands it to a writer thread and goes on (a crash loses the writes still
+queued); ``"exit"`` writes only when the run stops.
+
+Every write carries the head version it was based on, so of two processes
+resuming one run exactly one wins (the other gets CheckpointConflict).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from selectgraph._serialization import StateSerializer
+from selectgraph.graph._interrupts import Interrupt
+from selectgraph.graph._views import StateView
+from selectgraph.observe._events import CheckpointSaved
+from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.persistence._records import Checkpoint, CheckpointChain
+from selectgraph.runtime._mirror import StateMirror
+
+if TYPE_CHECKING:
+    from selectgraph.runtime._run import Run
+
+__all__ = [
+    "Durability",
+    "Durable",
+    "InterruptBook",
+    "encode_next",
+    "forget_paused",
+    "keep_paused",
+    "paused_run",
+]
+
+Durability = Literal["sync", "async", "exit"]
+DURABILITIES: Final = ("sync", "async", "exit")
+
+
+@dataclass(slots=True)
+class InterruptBook:
+    """A run's interrupts: answers given, questions pending, live generators and memoized steps.
+
+    Shared by a run, its branches and its subgraph runs, so a generator node
+    anywhere in the run finds its answers by interrupt id.
+    """
+
+    answers: dict[str, Any] = field(default_factory=dict)
+    """Interrupt id -> the answer (decoded)."""
+    pending: dict[str, Interrupt] = field(default_factory=dict)
+    """Interrupts raised and not yet answered, by id."""
+    live: dict[str, tuple[Any, StateView, Interrupt]] = field(default_factory=dict)
+    """Task id -> its suspended generator, view and question (this process only)."""
+    memo: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Task id -> results of its ``context.once()`` steps."""
+    branches_done: dict[str, Any] = field(default_factory=dict)
+    """``"<step>:<branch task id>"`` -> BranchWrites of branches that finished while a
+    sibling waited for an answer: the resumed fan-out uses them instead of re-running."""
+
+    def clear_task(self, task: str) -> None:
+        """Forget a task that completed: its answers are consumed, its memo spent."""
+        self.memo.pop(task, None)
+        self.live.pop(task, None)
+        prefix = f"|{task}|"
+        for key in [k for k in self.answers if prefix in k]:
+            del self.answers[key]
+
+
+def encode_next(kind: str, node: str, *, ok: bool = True, goto: Any = None) -> list[Any]:
+    """The ``next`` of a checkpoint: run ``node`` (``kind="node"``), or route after it."""
+    if kind == "node":
+        return [node]
+    entry: dict[str, Any] = {"after": node}
+    if not ok:
+        entry["ok"] = False
+    if goto is not None:
+        entry["goto"] = goto if isinstance(goto, str) else "__end__"
+    return [entry]
+
+
+class Durable:
+    """The checkpoint writer of one run."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        run_id: str,
+        serializer: StateSerializer,
+        durability: Durability,
+        *,
+        chain: CheckpointChain,
+        mirror: StateMirror | None,
+        pause: Any = None,
+        pause_before: frozenset[str] = frozenset(),
+        pause_after: frozenset[str] = frozenset(),
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.serializer = serializer
+        self.durability = durability
+        self.chain = chain
+        self.mirror = mirror
+        self.pause = pause
+        self.pause_before = pause_before
+        self.pause_after = pause_after
+        self.skip_gate: str | None = None
+        """A pause-before gate the run was continued from: it does not stop the run again."""
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._queued: list[concurrent.futures.Future[None]] = []
+        self.dirty = False
+        """With durability "exit": whether anything happened since the last write."""
+        self.completed: tuple[int, str, bool, Any] | None = None
+        """(step, node, ok, goto) of the last node that finished: where a stop resumes."""
+
+    @property
+    def head(self) -> Checkpoint | None:
+        """The last checkpoint this run wrote or continued from."""
+        return self.chain.head
+
+    # ----------------------------------------------------------- writing
+    async def after_node(self, run: Run, node: str, ok: bool, goto: Any) -> bool:
+        """Checkpoint after ``node``; returns whether the run should pause here."""
+        self.completed = (run.steps, node, ok, goto)
+        pausing = node in self.pause_after or (self.pause is not None and self.pause.is_set())
+        if self.durability == "exit" and not pausing:
+            self.dirty = True
+            return False
+        await self.write(run, "node_complete", encode_next("after", node, ok=ok, goto=goto))
+        return pausing
+
+    async def write(
+        self,
+        run: Run,
+        trigger: str,
+        next: list[Any],
+        *,
+        interrupts: dict[str, dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Checkpoint:
+        """Write a checkpoint of ``run`` now (queued, with durability "async")."""
+        checkpoint = self.make(run, trigger, next, interrupts=interrupts, extra=extra)
+        self.dirty = False
+        if self.durability == "async" and trigger == "node_complete":
+            self._queue(checkpoint)
+        else:
+            await self.flush(run)
+            if run.driven_without_loop:
+                self.store.save(checkpoint, expected_version=checkpoint.version - 1)
+            else:
+                await self.store.asave(checkpoint, expected_version=checkpoint.version - 1)
+        run.recorder.record(
+            CheckpointSaved, run.steps, checkpoint.checkpoint_id, trigger, checkpoint.version
+        )
+        return checkpoint
+
+    def make(
+        self,
+        run: Run,
+        trigger: str,
+        next: list[Any],
+        *,
+        interrupts: dict[str, dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Checkpoint:
+        """The next checkpoint of ``run`` (not yet saved)."""
+        state = run.state
+        written = run.written_keys
+        if self.mirror is not None:
+            delta: dict[str, Any] | None = self.mirror.update(state, written or ())
+            encoded = self.mirror.encoded
+        else:
+            delta = None
+            encoded = state.to_dict(serializer=self.serializer)
+        if written:
+            written.clear()
+        metadata: dict[str, Any] = {"trigger": trigger, "visits": dict(run.visits)}
+        if run.usage.total_tokens or run.usage.cost_usd:
+            metadata["usage"] = run.usage.to_dict()
+        if run.degraded:
+            metadata["degraded"] = True
+        if run.history_start:
+            metadata["history_start"] = run.history_start
+        if extra:
+            metadata.update(extra)
+        return self.chain.next(
+            step=run.steps,
+            state=encoded,
+            delta=delta,
+            next=next,
+            interrupts=interrupts or {},
+            metadata=metadata,
+        )
+
+    def _queue(self, checkpoint: Checkpoint) -> None:
+        self._raise_failed()
+        if self._writer is None:
+            self._writer = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="selectgraph-checkpoint"
+            )
+        store = self.store
+        self._queued.append(
+            self._writer.submit(
+                lambda: store.save(checkpoint, expected_version=checkpoint.version - 1)
+            )
+        )
+
+    def pending_writes(self) -> list[concurrent.futures.Future[None]]:
+        """Writes queued and maybe not yet stored (durability "async")."""
+        queued, self._queued = self._queued, []
+        return queued
+
+    def _raise_failed(self) -> None:
+        still: list[concurrent.futures.Future[None]] = []
+        for future in self._queued:
+            if future.done():
+                future.result()  # a failed background write surfaces here
+            else:
+                still.append(future)
+        self._queued = still
+
+    async def flush(self, run: Run) -> None:
+        """Wait until every queued write is stored (re-raising the first that failed)."""
+        if not self._queued:
+            return
+        queued, self._queued = self._queued, []
+        if run.driven_without_loop:
+            for future in queued:
+                future.result()
+        else:
+            import asyncio
+
+            for future in queued:
+                await asyncio.wrap_future(future)
+
+    def close(self) -> None:
+        """Stop the writer thread (after :meth:`flush`)."""
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
+
+
+# ------------------------------------------------------- paused runs in memory
+
+_MAX_PAUSED: Final = 1024
+"""Paused runs kept in memory for an exact-yield resume; older ones fall back to replay."""
+_paused: OrderedDict[str, Run] = OrderedDict()
+_paused_lock = threading.Lock()
+
+
+def keep_paused(run: Run, interrupt_ids: list[str]) -> None:
+    """Remember a paused run by each of its interrupt ids (this process only)."""
+    with _paused_lock:
+        for interrupt_id in interrupt_ids:
+            _paused[interrupt_id] = run
+            _paused.move_to_end(interrupt_id)
+        while len(_paused) > _MAX_PAUSED:
+            _, old = _paused.popitem(last=False)
+            if old not in _paused.values():
+                old.drop_live()
+
+
+def paused_run(interrupt_id: str) -> Run | None:
+    """The paused run waiting on ``interrupt_id`` in this process, if still kept."""
+    with _paused_lock:
+        return _paused.get(interrupt_id)
+
+
+def forget_paused(run: Run) -> None:
+    """Drop every entry of ``run`` (it resumed, or its live state went stale)."""
+    with _paused_lock:
+        for key in [k for k, v in _paused.items() if v is run]:
+            del _paused[key]

@@ -1,0 +1,588 @@
+"""Durable runs from the store's side: start, continue, resume, and look back (time travel).
+
+Every function here is a coroutine that, with ``blocking=True``, only calls
+the stores' synchronous twins and so never suspends: ``run()`` drives it
+without an event loop for a synchronous graph, like the step loop itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from selectgraph._errors import ResumeError
+from selectgraph._sentinels import END
+from selectgraph._serialization import StateSerializer, default_serializer
+from selectgraph._usage import NO_USAGE, Usage
+from selectgraph.graph._interrupts import Interrupt, interrupt_run_id
+from selectgraph.graph._output import NodeOutput
+from selectgraph.graph._state import GraphState
+from selectgraph.observe._recorder import EventRecorder, Listener
+from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.persistence._records import (
+    Checkpoint,
+    CheckpointChain,
+    apply_delta,
+    copy_encoded,
+)
+from selectgraph.runtime._durable import (
+    DURABILITIES,
+    Durability,
+    Durable,
+    InterruptBook,
+    encode_next,
+    forget_paused,
+    paused_run,
+)
+from selectgraph.runtime._mirror import StateMirror
+from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from selectgraph.graph._compiled import CompiledGraph, GraphInput
+
+__all__ = [
+    "DurableOptions",
+    "StateSnapshot",
+    "get_history",
+    "get_state",
+    "resume_run",
+    "start_durable_run",
+    "update_state",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class DurableOptions:
+    """How a run keeps checkpoints (what ``run(..., checkpoint_store=...)`` was given)."""
+
+    store: CheckpointStore
+    durability: Durability = "sync"
+    serializer: StateSerializer = field(default_factory=default_serializer)
+    pause: Any = None
+    pause_before: frozenset[str] = frozenset()
+    pause_after: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.durability not in DURABILITIES:
+            raise ValueError(
+                f"durability must be one of {', '.join(map(repr, DURABILITIES))}, "
+                f"got {self.durability!r}"
+            )
+        if not isinstance(self.store, CheckpointStore):
+            raise TypeError(
+                "checkpoint_store must be a CheckpointStore (InMemoryCheckpointStore, "
+                f"FileCheckpointStore, SQLiteCheckpointStore...), got {type(self.store).__name__}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class StateSnapshot:
+    """A run as one checkpoint saw it: what ``get_state`` and ``get_history`` return."""
+
+    run_id: str
+    """The run."""
+    checkpoint_id: str
+    """The checkpoint; pass it as ``checkpoint_id=`` to continue or fork from here."""
+    step: int
+    """Nodes the run had executed."""
+    state: GraphState
+    """The state at that point."""
+    next: tuple[str, ...]
+    """The nodes that run next (the node routed from, for a checkpoint taken after it)."""
+    interrupts: tuple[Interrupt, ...]
+    """Questions the run was waiting on."""
+    metadata: dict[str, Any]
+    """What triggered the checkpoint (``trigger``), visit counts, usage..."""
+    created_at: dt.datetime
+    """When it was taken."""
+    parent_id: str | None
+    """The checkpoint before it."""
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """``state.data``, under the name LangGraph users know."""
+        return dict(self.state.data)
+
+
+# ---------------------------------------------------------------- store calls
+
+
+async def _head(store: CheckpointStore, run_id: str, blocking: bool) -> Checkpoint | None:
+    return store.head(run_id) if blocking else await store.ahead(run_id)
+
+
+async def _load(store: CheckpointStore, checkpoint_id: str, blocking: bool) -> Checkpoint:
+    return store.load(checkpoint_id) if blocking else await store.aload(checkpoint_id)
+
+
+async def _load_state(store: CheckpointStore, checkpoint_id: str, blocking: bool) -> dict[str, Any]:
+    if blocking:
+        return store.load_state(checkpoint_id)
+    return await store.aload_state(checkpoint_id)
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def _target(graph: CompiledGraph, checkpoint: Checkpoint) -> Any:
+    """Where a run continues from ``checkpoint``: a node name, or (node, ok, goto) to route."""
+    if not checkpoint.next:
+        raise ResumeError(
+            f"run {checkpoint.run_id!r} finished at checkpoint {checkpoint.checkpoint_id!r}; "
+            "there is nothing to continue (fork from an earlier checkpoint with checkpoint_id=)",
+            run_id=checkpoint.run_id,
+        )
+    entry = checkpoint.next[0]
+    node = entry if isinstance(entry, str) else entry.get("after") if type(entry) is dict else None
+    if not isinstance(node, str):
+        raise ResumeError(
+            f"checkpoint {checkpoint.checkpoint_id!r} has a malformed next {checkpoint.next!r}",
+            run_id=checkpoint.run_id,
+        )
+    if node not in graph.nodes:
+        raise ResumeError(
+            f"checkpoint {checkpoint.checkpoint_id!r} of run {checkpoint.run_id!r} continues at "
+            f"node {node!r}, which graph {graph.name!r} does not have; the graph's structure "
+            f"changed since it was saved (nodes now: {', '.join(sorted(graph.nodes))})",
+            run_id=checkpoint.run_id,
+        )
+    if isinstance(entry, str):
+        return entry
+    goto = entry.get("goto")
+    if goto == "__end__":
+        goto = END
+    return (node, bool(entry.get("ok", True)), goto)
+
+
+def _decode_interrupts(
+    checkpoint: Checkpoint, serializer: StateSerializer
+) -> tuple[dict[str, Interrupt], dict[str, Any]]:
+    """(pending questions, recorded answers) of a checkpoint."""
+    pending: dict[str, Interrupt] = {}
+    answers: dict[str, Any] = {}
+    for interrupt_id, record in checkpoint.interrupts.items():
+        where = f"checkpoint {checkpoint.checkpoint_id!r} interrupts[{interrupt_id!r}]"
+        if record.get("answered"):
+            answers[interrupt_id] = serializer.decode(record.get("answer"), f"{where}.answer")
+        else:
+            pending[interrupt_id] = Interrupt(
+                id=interrupt_id,
+                node=str(record.get("node", "")),
+                prompt=str(record.get("prompt", "")),
+                payload=serializer.decode(record.get("payload"), f"{where}.payload"),
+                index=int(record.get("index", 0)),
+            )
+    return pending, answers
+
+
+def _snapshot(checkpoint: Checkpoint, encoded: dict[str, Any], serializer: StateSerializer) -> Any:
+    pending, _ = _decode_interrupts(checkpoint, serializer)
+    return StateSnapshot(
+        run_id=checkpoint.run_id,
+        checkpoint_id=checkpoint.checkpoint_id,
+        step=checkpoint.step,
+        state=GraphState.from_dict(encoded, serializer=serializer),
+        next=tuple(
+            n if isinstance(n, str) else str(n.get("after", "")) if type(n) is dict else str(n)
+            for n in checkpoint.next
+        ),
+        interrupts=tuple(pending.values()),
+        metadata=dict(checkpoint.metadata),
+        created_at=checkpoint.created_at,
+        parent_id=checkpoint.parent_id,
+    )
+
+
+def _restored_run(
+    graph: CompiledGraph,
+    checkpoint: Checkpoint,
+    encoded: dict[str, Any],
+    options: DurableOptions,
+    *,
+    run_id: str,
+    parent: Checkpoint | None,
+    listeners: Sequence[Listener],
+    sleep: Sleep,
+) -> Run:
+    """A run of ``graph`` picking up the state and counters saved in ``checkpoint``."""
+    serializer = options.serializer
+    state = GraphState.from_dict(encoded, serializer=serializer)
+    metadata = checkpoint.metadata
+    recorder = EventRecorder(run_id, graph.name, (), (*graph._listeners, *listeners))
+    run = Run(graph, state, run_id=run_id, recorder=recorder, sleep=sleep)
+    visits = metadata.get("visits")
+    usage = metadata.get("usage")
+    run.restore(
+        steps=checkpoint.step,
+        visits={str(k): int(v) for k, v in visits.items()} if type(visits) is dict else {},
+        usage=Usage.from_dict(usage) if type(usage) is dict else NO_USAGE,
+        degraded=bool(metadata.get("degraded", False)),
+    )
+    run._history_start = int(metadata.get("history_start", 0))
+    run.resumed_from = checkpoint.checkpoint_id
+    pending, answers = _decode_interrupts(checkpoint, serializer)
+    memo = metadata.get("memo")
+    if pending or answers or memo:
+        book = run.book = InterruptBook(answers=answers, pending=pending)
+        if type(memo) is dict:
+            for task, steps in memo.items():
+                book.memo[task] = {
+                    name: serializer.decode(value, f"memo[{task!r}].{name}")
+                    for name, value in steps.items()
+                }
+    mirror = None
+    if options.durability != "exit":
+        mirror = StateMirror(serializer, state, copy_encoded(encoded))
+        run.written_keys = set()
+    chain = CheckpointChain(run_id, parent=parent, parent_state=encoded if parent else None)
+    run.durable = Durable(
+        options.store,
+        run_id,
+        serializer,
+        options.durability,
+        chain=chain,
+        mirror=mirror,
+        pause=options.pause,
+        pause_before=options.pause_before,
+        pause_after=options.pause_after,
+    )
+    if checkpoint.metadata.get("trigger") == "pause" and isinstance(checkpoint.next[0], str):
+        run.durable.skip_gate = checkpoint.next[0]  # continuing through the gate it paused at
+    return run
+
+
+# ------------------------------------------------------------------- running
+
+
+async def start_durable_run(
+    graph: CompiledGraph,
+    input: GraphInput,
+    options: DurableOptions,
+    *,
+    run_id: str | None,
+    checkpoint_id: str | None,
+    listeners: Sequence[Listener],
+    sleep: Sleep,
+) -> Any:
+    """Run ``graph`` with checkpoints: a new run, the continuation of one, or a fork."""
+    blocking = sleep is blocking_sleep
+    store = options.store
+    if run_id is not None and "|" in run_id:
+        raise ValueError(f"run_id {run_id!r} must not contain '|' (interrupt ids use it)")
+    if checkpoint_id is not None:
+        if input is not None:
+            raise ValueError(
+                "give either input (a new run) or checkpoint_id (continue from a checkpoint), "
+                "not both"
+            )
+        checkpoint = await _load(store, checkpoint_id, blocking)
+        head = await _head(store, checkpoint.run_id, blocking)
+        same_run = run_id in (None, checkpoint.run_id)
+        if same_run and head is not None and head.checkpoint_id == checkpoint.checkpoint_id:
+            return await _continue(graph, head, options, listeners, sleep, blocking)
+        # An earlier checkpoint (or another run id): a fork, leaving the original untouched.
+        fork_id = run_id if run_id is not None and not same_run else new_run_id()
+        if await _head(store, fork_id, blocking) is not None:
+            raise ResumeError(f"run {fork_id!r} already exists; fork into a new run_id")
+        encoded = await _load_state(store, checkpoint.checkpoint_id, blocking)
+        target = _target(graph, checkpoint)
+        _refuse_unanswered(checkpoint, options)
+        run = _restored_run(
+            graph,
+            checkpoint,
+            encoded,
+            options,
+            run_id=fork_id,
+            parent=None,
+            listeners=listeners,
+            sleep=sleep,
+        )
+        run.first_write = ("fork", checkpoint.next, {"forked_from": checkpoint.checkpoint_id})
+        return await run.walk(target)
+    if run_id is not None:
+        head = await _head(store, run_id, blocking)
+        if head is not None:
+            if input is not None:
+                raise ResumeError(
+                    f"run {run_id!r} already has checkpoints; continue it with input=None, or "
+                    "start a new run under another run_id",
+                    run_id=run_id,
+                )
+            return await _continue(graph, head, options, listeners, sleep, blocking)
+    run = graph.start_run(input, run_id=run_id, listeners=listeners, sleep=sleep)
+    if "|" in run.run_id:
+        raise ValueError(f"run_id {run.run_id!r} must not contain '|' (interrupt ids use it)")
+    mirror = None
+    if options.durability != "exit":
+        mirror = StateMirror.of(options.serializer, run.state)
+        run.written_keys = set()
+    run.durable = Durable(
+        store,
+        run.run_id,
+        options.serializer,
+        options.durability,
+        chain=CheckpointChain(run.run_id),
+        mirror=mirror,
+        pause=options.pause,
+        pause_before=options.pause_before,
+        pause_after=options.pause_after,
+    )
+    if options.durability != "exit":
+        run.first_write = ("input", [graph.entry], None)
+    return await run.walk(graph.entry)
+
+
+def _refuse_unanswered(checkpoint: Checkpoint, options: DurableOptions) -> None:
+    pending, _ = _decode_interrupts(checkpoint, options.serializer)
+    if pending:
+        raise ResumeError(
+            f"run {checkpoint.run_id!r} is waiting for answers to "
+            f"{', '.join(map(repr, pending))}; answer them with graph.resume(interrupt_id, "
+            "answer) (or a mapping of interrupt id to answer)",
+            run_id=checkpoint.run_id,
+        )
+
+
+async def _continue(
+    graph: CompiledGraph,
+    head: Checkpoint,
+    options: DurableOptions,
+    listeners: Sequence[Listener],
+    sleep: Sleep,
+    blocking: bool,
+) -> Any:
+    target = _target(graph, head)
+    _refuse_unanswered(head, options)
+    encoded = await _load_state(options.store, head.checkpoint_id, blocking)
+    run = _restored_run(
+        graph,
+        head,
+        encoded,
+        options,
+        run_id=head.run_id,
+        parent=head,
+        listeners=listeners,
+        sleep=sleep,
+    )
+    return await run.walk(target)
+
+
+async def resume_run(
+    graph: CompiledGraph,
+    answers: Mapping[str, Any],
+    options: DurableOptions | None,
+    *,
+    listeners: Sequence[Listener],
+    sleep: Sleep,
+) -> Any:
+    """Answer a paused run's interrupts and continue it (in memory if it still is, else replay)."""
+    if not answers:
+        raise ValueError("resume needs at least one interrupt id and its answer")
+    run_ids = {interrupt_run_id(interrupt_id) for interrupt_id in answers}
+    if len(run_ids) != 1:
+        raise ValueError(
+            f"these interrupts belong to different runs ({', '.join(sorted(run_ids))}); "
+            "resume one run at a time"
+        )
+    (run_id,) = run_ids
+    blocking = sleep is blocking_sleep
+    live = paused_run(next(iter(answers)))
+    if live is not None and live.graph is not graph:
+        live = None
+    if live is not None and options is not None:
+        durable = live.durable
+        if durable is None or durable.store is not options.store:
+            live = None
+        else:
+            head = await _head(options.store, run_id, blocking)
+            if head is None or head.checkpoint_id != live._checkpoint_id:
+                # The run moved on without this process (another resumer, update_state):
+                # the state in memory is stale; continue from the store instead.
+                forget_paused(live)
+                live.drop_live()
+                live = None
+    if live is not None:
+        return await _resume_live(live, answers, sleep)
+    if options is None:
+        raise ResumeError(
+            f"run {run_id!r} is not paused in this process and no checkpoint_store was given; "
+            "pass the store the run was saved in",
+            run_id=run_id,
+        )
+    head = await _head(options.store, run_id, blocking)
+    if head is None:
+        raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
+    pending, _ = _decode_interrupts(head, options.serializer)
+    _check_answers(run_id, answers, pending)
+    target = _target(graph, head)
+    encoded = await _load_state(options.store, head.checkpoint_id, blocking)
+    run = _restored_run(
+        graph,
+        head,
+        encoded,
+        options,
+        run_id=run_id,
+        parent=head,
+        listeners=listeners,
+        sleep=sleep,
+    )
+    await _record_answers(run, answers, head.next)
+    return await run.walk(target)
+
+
+def _check_answers(run_id: str, answers: Mapping[str, Any], pending: Mapping[str, Any]) -> None:
+    unknown = [interrupt_id for interrupt_id in answers if interrupt_id not in pending]
+    if unknown:
+        waiting = ", ".join(map(repr, pending)) or "none"
+        raise ResumeError(
+            f"interrupt {', '.join(map(repr, unknown))} is not pending in run {run_id!r}: it was "
+            f"already answered or never raised (pending: {waiting})",
+            run_id=run_id,
+        )
+
+
+async def _record_answers(run: Run, answers: Mapping[str, Any], next_: list[Any]) -> None:
+    """Save the answers as the run's new head before continuing: the single-writer gate.
+
+    Of two processes answering the same pause, exactly one saves; the other
+    gets CheckpointConflict and runs nothing.
+    """
+    book = run._ensure_book()
+    before_answers = dict(book.answers)
+    before_pending = dict(book.pending)
+    for interrupt_id, answer in answers.items():
+        book.answers[interrupt_id] = answer
+        book.pending.pop(interrupt_id, None)
+    durable = run.durable
+    if durable is None:
+        return
+    pending = tuple(book.pending.values())
+    records, extra = run._interrupt_records(durable.serializer, pending)
+    try:
+        await durable.write(run, "answer", next_, interrupts=records, extra=extra)
+    except BaseException:
+        book.answers, book.pending = before_answers, before_pending
+        raise
+
+
+async def _resume_live(run: Run, answers: Mapping[str, Any], sleep: Sleep) -> Any:
+    book = run._ensure_book()
+    _check_answers(run.run_id, answers, book.pending)
+    run.sleep = sleep
+    durable = run.durable
+    next_: list[Any]
+    if durable is not None and durable.head is not None:
+        next_ = list(durable.head.next)
+    else:
+        next_ = list(run._resume_next)
+    await _record_answers(run, answers, next_)
+    forget_paused(run)
+    run._interrupts = ()
+    run.resumed_live = True
+    run.resumed_from = run._checkpoint_id
+    entry = next_[0]
+    target: Any = entry if isinstance(entry, str) else (entry["after"], True, None)
+    return await run.walk(target)
+
+
+# --------------------------------------------------------------- inspection
+
+
+async def get_state(
+    store: CheckpointStore, run_id: str, serializer: StateSerializer, blocking: bool
+) -> StateSnapshot:
+    """The run's latest checkpoint as a StateSnapshot."""
+    head = await _head(store, run_id, blocking)
+    if head is None:
+        raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
+    encoded = await _load_state(store, head.checkpoint_id, blocking)
+    snapshot: StateSnapshot = _snapshot(head, encoded, serializer)
+    return snapshot
+
+
+async def get_history(
+    store: CheckpointStore,
+    run_id: str,
+    serializer: StateSerializer,
+    blocking: bool,
+    limit: int | None,
+) -> list[StateSnapshot]:
+    """Every checkpoint of the run, newest first (at most ``limit``)."""
+    checkpoints = store.list(run_id) if blocking else await store.alist(run_id)
+    if not checkpoints:
+        raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
+    snapshots: list[StateSnapshot] = []
+    state: dict[str, Any] | None = None
+    for checkpoint in checkpoints:
+        if checkpoint.kind == "snapshot":
+            state = copy_encoded(checkpoint.values)
+        elif state is None:  # the chain starts before the first listed one (deleted)
+            state = await _load_state(store, checkpoint.checkpoint_id, blocking)
+        else:
+            state = apply_delta(state, checkpoint.values)
+        snapshots.append(_snapshot(checkpoint, state, serializer))
+    snapshots.reverse()
+    return snapshots if limit is None else snapshots[:limit]
+
+
+async def update_state(
+    graph: CompiledGraph,
+    run_id: str,
+    values: Mapping[str, Any],
+    options: DurableOptions,
+    *,
+    as_node: str | None,
+    blocking: bool,
+) -> str:
+    """Merge ``values`` into the run's latest state (through the reducers); returns the new id."""
+    store = options.store
+    head = await _head(store, run_id, blocking)
+    if head is None:
+        raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
+    if as_node is not None and as_node not in graph.nodes:
+        raise ValueError(
+            f"as_node={as_node!r} is not a node of graph {graph.name!r}; "
+            f"nodes: {', '.join(sorted(graph.nodes))}"
+        )
+    if not isinstance(values, Mapping):
+        raise TypeError(f"values must be a mapping of data keys, got {type(values).__name__}")
+    encoded = await _load_state(store, head.checkpoint_id, blocking)
+    run = _restored_run(
+        graph,
+        head,
+        encoded,
+        options,
+        run_id=run_id,
+        parent=head,
+        listeners=(),
+        sleep=blocking_sleep if blocking else _no_sleep,
+    )
+    writer = as_node or "update_state"
+    output = NodeOutput(dict(values))
+    run._merger.merge(run.state, output, writer, run.steps)
+    if run.written_keys is not None:
+        run.written_keys.update(output.written_keys())
+    durable = run.durable
+    assert durable is not None
+    if as_node is not None:
+        next_ = encode_next("after", as_node)
+        interrupts: dict[str, dict[str, Any]] = {}
+        extra: dict[str, Any] = {"as_node": as_node}
+    else:
+        next_ = list(head.next)
+        interrupts = dict(head.interrupts)
+        memo = head.metadata.get("memo")
+        extra = {"memo": memo} if memo else {}
+    checkpoint = durable.make(run, "update", next_, interrupts=interrupts, extra=extra)
+    if blocking:
+        store.save(checkpoint, expected_version=checkpoint.version - 1)
+    else:
+        await store.asave(checkpoint, expected_version=checkpoint.version - 1)
+    return checkpoint.checkpoint_id
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
