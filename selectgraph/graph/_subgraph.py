@@ -65,17 +65,32 @@ async def _run_child(
     assert context is not None
     assert context.runtime is not None
     parent: Run = context.runtime
-    run = child.start_run(
-        state,
-        run_id=parent.run_id,
-        namespace=(*parent.namespace, context.node),
-        parent=parent.recorder,
-        sleep=parent.sleep if _in_event_loop() else blocking_sleep,
-        track_writes=track_writes,
-    )
+    sleep = parent.sleep if _in_event_loop() else blocking_sleep
+    key = None
+    paused: Any = None
+    if parent.book is not None or parent._book_parent is not None:
+        # The run has interrupts: this node may be a subgraph that paused inside.
+        key = parent.task_id(context.node, context.branch)
+        paused = parent._ensure_book().children.pop(key, None)
+    if paused is not None:
+        from selectgraph.runtime._resume import continue_child
+
+        run, target = continue_child(child, paused, parent, context.node, sleep, track_writes)
+        pending = run.walk(target)
+    else:
+        run = child.start_run(
+            state,
+            run_id=parent.run_id,
+            namespace=(*parent.namespace, context.node),
+            parent=parent.recorder,
+            sleep=sleep,
+            track_writes=track_writes,
+        )
+        pending = run.execute()
     run._book_parent = parent  # a generator node inside finds the run's answers
+    run.child_key = key or parent.task_id(context.node, context.branch)
     try:
-        result = await run.execute()
+        result = await pending
     except GraphRunError as error:
         # Fail as this node, so the caller gets the parent's state at failure;
         # the child's error (with the child's state) stays on __cause__.

@@ -67,6 +67,9 @@ class InterruptBook:
     """Task id -> its suspended generator, view and question (this process only)."""
     memo: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Task id -> results of its ``context.once()`` steps."""
+    children: dict[str, Any] = field(default_factory=dict)
+    """Parent task id -> the paused run of a subgraph node (a Run in the pausing process,
+    else its saved state, counters and next): the resumed node continues it."""
     branches_done: dict[str, Any] = field(default_factory=dict)
     """``"<step>:<branch task id>"`` -> BranchWrites of branches that finished while a
     sibling waited for an answer: the resumed fan-out uses them instead of re-running."""
@@ -150,9 +153,17 @@ class Durable:
         *,
         interrupts: dict[str, dict[str, Any]] | None = None,
         extra: dict[str, Any] | None = None,
+        pending_writes: dict[str, list[Any]] | None = None,
     ) -> Checkpoint:
         """Write a checkpoint of ``run`` now (queued, with durability "async")."""
-        checkpoint = self.make(run, trigger, next, interrupts=interrupts, extra=extra)
+        checkpoint = self.make(
+            run,
+            trigger,
+            next,
+            interrupts=interrupts,
+            extra=extra,
+            pending_writes=pending_writes,
+        )
         self.dirty = False
         if self.durability == "async" and trigger == "node_complete":
             self._queue(checkpoint)
@@ -175,6 +186,7 @@ class Durable:
         *,
         interrupts: dict[str, dict[str, Any]] | None = None,
         extra: dict[str, Any] | None = None,
+        pending_writes: dict[str, list[Any]] | None = None,
     ) -> Checkpoint:
         """The next checkpoint of ``run`` (not yet saved)."""
         state = run.state
@@ -202,6 +214,7 @@ class Durable:
             delta=delta,
             next=next,
             interrupts=interrupts or {},
+            pending_writes=pending_writes or {},
             metadata=metadata,
         )
 

@@ -36,6 +36,7 @@ from selectgraph.runtime._durable import (
     paused_run,
 )
 from selectgraph.runtime._mirror import StateMirror
+from selectgraph.runtime._pending import decode_branch_writes
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DurableOptions",
+    "continue_child",
     "StateSnapshot",
     "get_history",
     "get_state",
@@ -225,13 +227,28 @@ def _restored_run(
     run.resumed_from = checkpoint.checkpoint_id
     pending, answers = _decode_interrupts(checkpoint, serializer)
     memo = metadata.get("memo")
-    if pending or answers or memo:
+    children = metadata.get("children")
+    if pending or answers or memo or children or checkpoint.pending_writes:
         book = run.book = InterruptBook(answers=answers, pending=pending)
+        where = f"checkpoint {checkpoint.checkpoint_id!r}"
         if type(memo) is dict:
             for task, steps in memo.items():
                 book.memo[task] = {
-                    name: serializer.decode(value, f"memo[{task!r}].{name}")
+                    name: serializer.decode(value, f"{where} memo[{task!r}].{name}")
                     for name, value in steps.items()
+                }
+        for key, records in checkpoint.pending_writes.items():
+            if records:
+                book.branches_done[key] = decode_branch_writes(
+                    records[-1], serializer, f"{where} pending_writes[{key!r}]"
+                )
+        if type(children) is dict:
+            for key, child in children.items():
+                book.children[key] = {
+                    "state": GraphState.from_dict(child["state"], serializer=serializer),
+                    "steps": int(child["steps"]),
+                    "visits": dict(child["visits"]),
+                    "next": list(child["next"]),
                 }
     mirror = None
     if options.durability != "exit":
@@ -252,6 +269,51 @@ def _restored_run(
     if checkpoint.metadata.get("trigger") == "pause" and isinstance(checkpoint.next[0], str):
         run.durable.skip_gate = checkpoint.next[0]  # continuing through the gate it paused at
     return run
+
+
+def continue_child(
+    child: CompiledGraph,
+    paused: Any,
+    parent: Run,
+    node: str,
+    sleep: Sleep,
+    track_writes: bool,
+) -> tuple[Run, Any]:
+    """The paused run of a subgraph node, and where it goes on: the node continues it.
+
+    ``paused`` is the run itself (in the process that paused) or the state,
+    counters and next node saved in the parent's checkpoint.
+    """
+    if isinstance(paused, Run):
+        run = paused
+        run.sleep = sleep
+        run.resumed_live = True
+        next_ = run._resume_next
+    else:
+        recorder = EventRecorder(
+            parent.run_id,
+            child.name,
+            (*parent.namespace, node),
+            child._listeners,
+            parent=parent.recorder,
+        )
+        run = Run(
+            child,
+            paused["state"],
+            run_id=parent.run_id,
+            recorder=recorder,
+            sleep=sleep,
+            namespace=(*parent.namespace, node),
+            track_writes=track_writes,
+        )
+        if recorder.branch is not None:
+            run.branch = recorder.branch  # as start_run does for a subgraph inside a branch
+        run.restore(steps=paused["steps"], visits=paused["visits"], usage=NO_USAGE, degraded=False)
+        run.resumed_from = parent.resumed_from
+        next_ = paused["next"]
+    entry = next_[0]
+    target: Any = entry if isinstance(entry, str) else (entry["after"], True, None)
+    return run, target
 
 
 # ------------------------------------------------------------------- running
@@ -460,9 +522,11 @@ async def _record_answers(run: Run, answers: Mapping[str, Any], next_: list[Any]
     if durable is None:
         return
     pending = tuple(book.pending.values())
-    records, extra = run._interrupt_records(durable.serializer, pending)
+    records, extra, writes = run._interrupt_records(durable.serializer, pending)
     try:
-        await durable.write(run, "answer", next_, interrupts=records, extra=extra)
+        await durable.write(
+            run, "answer", next_, interrupts=records, extra=extra, pending_writes=writes
+        )
     except BaseException:
         book.answers, book.pending = before_answers, before_pending
         raise

@@ -153,6 +153,20 @@ def _changes_nothing(output: NodeOutput, data: Any, reducers: Any) -> bool:
 _ABSENT: Any = object()
 
 
+def _encode_child(child: Any, serializer: Any) -> dict[str, Any]:
+    """A paused subgraph run (live, or as restored from a checkpoint) as JSON data."""
+    if isinstance(child, Run):
+        state, steps, visits, next_ = child.state, child.steps, child._visits, child._resume_next
+    else:
+        state, steps, visits, next_ = child["state"], child["steps"], child["visits"], child["next"]
+    return {
+        "state": state.to_dict(serializer=serializer),
+        "steps": steps,
+        "visits": dict(visits),
+        "next": list(next_),
+    }
+
+
 def _cancel_reason(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
@@ -462,8 +476,11 @@ class Run:
                 return self._stop_at_limit(self._stopped_at)
             return self._finish("end" if stop == "join" else stop)
         except NodeInterrupt as signal:
-            if not top or self._book_parent is not None:
+            if not top:
                 raise  # the run at the top pauses, with every branch's questions
+            if self._book_parent is not None:
+                self._pause_child(name, type(target) is Branches)
+                raise
             return await self._interrupted(signal.interrupt, name, type(target) is Branches)
         except GraphRunError as error:
             if top:
@@ -843,6 +860,9 @@ class Run:
 
         book = self.book if self._book_parent is None else self._ensure_book()
         finished_before = book.branches_done if book is not None else None
+        # A durable run stores each finished branch's writes at once: after a crash
+        # mid-fan-out, the branches that finished are not run again.
+        keep_writes = self.durable is not None and self.durable.durability == "sync"
 
         async def run_branch(task: BranchTask) -> BranchWrites | NodeInterrupt:
             if finished_before:
@@ -851,22 +871,28 @@ class Run:
                 if done is not None:
                     return done  # type: ignore[no-any-return]
             try:
-                quick = self._quick_call(task.node, plan.join)
-                if quick is not None:
-                    quick_nodes.append(task.node)  # a visit, whether it succeeds or not
-                    writes, goto = await self._quick_branch(task, quick, step, plan.join)
-                    if single or goto is None or goto is plan.join or goto is END:
-                        return writes
-                    # The node chose where its branch goes on: walk it from there.
-                    walker = BranchRun(self, task, plan.join, False, abort, writes)
-                    runs.append(walker)
-                    return await walker.run(goto)
-                branch = BranchRun(self, task, plan.join, single, abort)
-                runs.append(branch)
-                return await branch.run(task.node)
+                writes = await branch_body(task)
             except NodeInterrupt as signal:
                 # Returned, not raised: a question must not cancel the siblings (fail_all).
                 return signal
+            if keep_writes:
+                await self._keep_branch_writes(f"{step}:{task.ref.task_id}", writes)
+            return writes
+
+        async def branch_body(task: BranchTask) -> BranchWrites:
+            quick = self._quick_call(task.node, plan.join)
+            if quick is not None:
+                quick_nodes.append(task.node)  # a visit, whether it succeeds or not
+                writes, goto = await self._quick_branch(task, quick, step, plan.join)
+                if single or goto is None or goto is plan.join or goto is END:
+                    return writes
+                # The node chose where its branch goes on: walk it from there.
+                walker = BranchRun(self, task, plan.join, False, abort, writes)
+                runs.append(walker)
+                return await walker.run(goto)
+            branch = BranchRun(self, task, plan.join, single, abort)
+            runs.append(branch)
+            return await branch.run(task.node)
 
         limit = options.max_concurrency or self.graph.settings.max_concurrency
         if self.driven_without_loop:
@@ -947,6 +973,21 @@ class Run:
         if any(branch.hit_limit for branch in runs):
             return None
         return not (failed_any and mode == "wait_all"), None
+
+    async def _keep_branch_writes(self, key: str, writes: BranchWrites) -> None:
+        """Store a finished branch's writes under the run's head checkpoint (pending writes)."""
+        durable = self.durable
+        assert durable is not None
+        head = durable.head
+        if head is None:
+            return
+        from selectgraph.runtime._pending import encode_branch_writes
+
+        record = encode_branch_writes(writes, durable.serializer, f"pending_writes[{key!r}]")
+        if self.driven_without_loop:
+            durable.store.put_writes(self.run_id, head.checkpoint_id, key, [record])
+        else:
+            await durable.store.aput_writes(self.run_id, head.checkpoint_id, key, [record])
 
     def _close_failed_node(self, task: BranchTask, exc: BaseException, step: int) -> None:
         """A NodeFinished for the node a failed branch stopped in, so no node is left open."""
@@ -1379,35 +1420,49 @@ class Run:
                 close()
         book.live.clear()
 
+    child_key: str | None = None
+    """For a subgraph's run: the parent task it runs as (keys its paused state)."""
+
+    def _unfinished(self, name: str, in_fan_out: bool, interrupt_id: str) -> list[Any]:
+        """Where a run paused inside ``name`` continues; the unfinished visit is rolled back."""
+        from selectgraph.runtime._durable import encode_next
+
+        if in_fan_out:
+            return encode_next("after", self._fan_out_source)
+        visit = self._visits.get(name, 1)
+        self.recorder.record(
+            NodeFinished, self.steps, name, visit, 0.0, "interrupted", 1, interrupt_id
+        )
+        self.steps -= 1
+        if visit > 1:
+            self._visits[name] = visit - 1
+        else:
+            self._visits.pop(name, None)
+        return [name]
+
+    def _pause_child(self, name: str, in_fan_out: bool) -> None:
+        """A subgraph's run paused: keep it, so the resumed parent continues it, not restarts it."""
+        self._resume_next = self._unfinished(name, in_fan_out, "")
+        if self.child_key is not None:
+            self._ensure_book().children[self.child_key] = self
+
     async def _interrupted(self, interrupt: Interrupt, name: str, in_fan_out: bool) -> GraphResult:
         """A generator node asked a question: checkpoint, and return a paused result."""
-        from selectgraph.runtime._durable import encode_next, keep_paused
+        from selectgraph.runtime._durable import keep_paused
 
         book = self._ensure_book()
         pending = tuple(book.pending.values()) or (interrupt,)
-        if in_fan_out:
-            next_ = encode_next("after", self._fan_out_source)
-        else:
-            # The node did not complete: its step and visit are counted again on resume.
-            visit = self._visits.get(name, 1)
-            self.recorder.record(
-                NodeFinished, self.steps, name, visit, 0.0, "interrupted", 1, interrupt.id
-            )
-            self.steps -= 1
-            if visit > 1:
-                self._visits[name] = visit - 1
-            else:
-                self._visits.pop(name, None)
-            next_ = [name]
+        # The node did not complete: its step and visit are counted again on resume.
+        next_ = self._unfinished(name, in_fan_out, interrupt.id)
         for item in pending:
             self.recorder.record(InterruptRaised, self.steps, item.node, item.id, item.prompt)
         self._interrupts = pending
         self._resume_next = next_
         durable = self.durable
         if durable is not None:
-            records, extra = self._interrupt_records(durable.serializer, pending)
+            records, extra, writes = self._interrupt_records(durable.serializer, pending)
             checkpoint = await durable.write(
-                self, "interrupt", next_, interrupts=records, extra=extra
+                self, "interrupt", next_, interrupts=records, extra=extra, pending_writes=writes
             )
             await durable.flush(self)
             durable.close()
@@ -1427,8 +1482,11 @@ class Run:
 
     def _interrupt_records(
         self, serializer: Any, pending: tuple[Interrupt, ...]
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-        """The checkpoint's interrupts (pending, and answered ones of tasks not done) and memo."""
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, list[Any]]]:
+        """A paused run's interrupts, metadata (memo, paused subgraphs) and pending writes.
+
+        The interrupts are the pending ones plus the answered ones of nodes not done.
+        """
         book = self._ensure_book()
         encode = serializer.encode
         records: dict[str, dict[str, Any]] = {}
@@ -1446,6 +1504,18 @@ class Run:
                     "answer": encode(answer, f"interrupts[{interrupt_id!r}].answer"),
                 }
         extra: dict[str, Any] = {}
+        pending_writes: dict[str, list[Any]] = {}
+        if book.branches_done:
+            from selectgraph.runtime._pending import encode_branch_writes
+
+            pending_writes = {
+                key: [encode_branch_writes(writes, serializer, f"pending_writes[{key!r}]")]
+                for key, writes in book.branches_done.items()
+            }
+        if book.children:
+            extra["children"] = {
+                key: _encode_child(child, serializer) for key, child in book.children.items()
+            }
         memo = {
             task: {key: encode(value, f"memo[{task!r}].{key}") for key, value in steps.items()}
             for task, steps in book.memo.items()
@@ -1453,7 +1523,7 @@ class Run:
         }
         if memo:
             extra["memo"] = memo
-        return records, extra
+        return records, extra, pending_writes
 
     async def _stop_durably(self, stop: Stop) -> GraphResult:
         """End a run that has a checkpoint store: write its last checkpoint, then report."""

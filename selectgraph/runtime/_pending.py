@@ -1,0 +1,127 @@
+"""Pending writes as JSON: what finished branches produced, kept in a checkpoint until their join.
+
+When one branch of a fan-out pauses at an interrupt, the branches that
+finished are not merged yet (the join waits for every branch). Their writes
+go into the interrupt's checkpoint, so a resume in another process joins
+them instead of running those branches again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from selectgraph._errors import StateDecodeError
+from selectgraph._messages import Message
+from selectgraph._sentinels import END
+from selectgraph._serialization import StateSerializer
+from selectgraph._usage import Usage
+from selectgraph.graph._output import NodeOutput
+from selectgraph.graph._result import NodeResult
+from selectgraph.graph._state import _decode_history_entry, _encode_history_entry
+from selectgraph.graph._views import ViewWrites
+from selectgraph.runtime._join import BranchWrites
+
+__all__ = ["decode_branch_writes", "encode_branch_writes"]
+
+
+def _history_pair(item: Any) -> tuple[str, Any]:
+    if type(item) is tuple and len(item) != 2:
+        result = NodeResult(*item)
+        return result.node, result
+    node, result = item
+    return node, result
+
+
+def encode_branch_writes(
+    writes: BranchWrites, serializer: StateSerializer, where: str
+) -> dict[str, Any]:
+    """``writes`` as JSON data; ``where`` prefixes the path a serialization error names."""
+    encode = serializer.encode
+    outputs = []
+    for i, (node, output) in enumerate(writes.outputs):
+        at = f"{where}.outputs[{i}]"
+        record: dict[str, Any] = {"update": encode(dict(output.update), f"{at}.update")}
+        view = output.writes
+        if view is not None:
+            record["writes"] = {
+                "assignments": encode(view.assignments, f"{at}.assignments"),
+                "deletions": sorted(view.deletions),
+                "messages": [m.to_dict() for m in view.messages],
+                "history": [
+                    [n, _encode_history_entry(r, f"{at}.history[{j}]", encode)]
+                    for j, (n, r) in enumerate(map(_history_pair, view.history))
+                ],
+                "metadata": encode(view.metadata, f"{at}.metadata"),
+                "metadata_deletions": sorted(view.metadata_deletions),
+            }
+        if output.goto is not None:
+            record["goto"] = output.goto if isinstance(output.goto, str) else "__end__"
+        if output.usage is not None:
+            record["usage"] = output.usage.to_dict()
+        if output.agent_result is not None:
+            record["agent_result"] = encode(output.agent_result, f"{at}.agent_result")
+        outputs.append([node, record])
+    return {
+        "index": writes.index,
+        "label": writes.label,
+        "outputs": outputs,
+        "history": [
+            [n, _encode_history_entry(r, f"{where}.history[{j}]", encode)]
+            for j, (n, r) in enumerate(map(_history_pair, writes.history))
+        ],
+        "errors": [encode(e, f"{where}.errors[{j}]") for j, e in enumerate(writes.errors)],
+    }
+
+
+def decode_branch_writes(raw: Any, serializer: StateSerializer, where: str) -> BranchWrites:
+    """The BranchWrites :func:`encode_branch_writes` wrote.
+
+    Raises:
+        StateDecodeError: the record is malformed (names ``where`` and the path in it).
+    """
+    decode = serializer.decode
+    if type(raw) is not dict or not isinstance(raw.get("outputs"), list):
+        raise StateDecodeError(where, "expected a branch's pending writes")
+    outputs: list[tuple[str, NodeOutput]] = []
+    for i, item in enumerate(raw["outputs"]):
+        at = f"{where}.outputs[{i}]"
+        if type(item) is not list or len(item) != 2 or type(item[1]) is not dict:
+            raise StateDecodeError(at, "expected [node, output]")
+        node, record = item
+        view = None
+        if "writes" in record:
+            w = record["writes"]
+            view = ViewWrites()
+            view.assignments = decode(w.get("assignments", {}), f"{at}.assignments")
+            view.deletions = set(w.get("deletions", []))
+            view.messages = [Message.from_dict(m) for m in w.get("messages", [])]
+            view.history = [
+                _decode_history_entry(e, f"{at}.history[{j}]", decode)
+                for j, e in enumerate(w.get("history", []))
+            ]
+            view.metadata = decode(w.get("metadata", {}), f"{at}.metadata")
+            view.metadata_deletions = set(w.get("metadata_deletions", []))
+        goto = record.get("goto")
+        usage = record.get("usage")
+        outputs.append(
+            (
+                str(node),
+                NodeOutput(
+                    decode(record.get("update", {}), f"{at}.update"),
+                    view,
+                    END if goto == "__end__" else goto,
+                    Usage.from_dict(usage) if type(usage) is dict else None,
+                    decode(record.get("agent_result"), f"{at}.agent_result"),
+                ),
+            )
+        )
+    return BranchWrites(
+        int(raw.get("index", 0)),
+        str(raw.get("label", "")),
+        outputs,
+        [
+            _decode_history_entry(e, f"{where}.history[{j}]", decode)
+            for j, e in enumerate(raw.get("history", []))
+        ],
+        [decode(e, f"{where}.errors[{j}]") for j, e in enumerate(raw.get("errors", []))],
+    )
