@@ -490,6 +490,10 @@ class CheckpointRow:
     checkpoints: int | None
     over_selectgraph: float | None
     """This row's µs/step over selectgraph's with the same database and durability."""
+    above_bare_us: float | None
+    """µs/step above the bare commit on the same database (median of the per-repetition
+    differences; sync and async rows, which commit once a step). The disk's fsync time
+    varies from run to run by 2x or more here; this difference varies much less."""
     targets: list[str]
     """Each target with its verdict, e.g. ``<= 200 µs/step (met)``."""
     skipped: str | None
@@ -554,6 +558,12 @@ def _rows(
         sizes = [s.size_bytes for s in runs if s.size_bytes is not None]
         size = statistics.median(sizes) / 1024 if sizes else None
         ours = medians.get(("selectgraph", contender.backend, contender.durability))
+        bare = samples.get(("bare", contender.backend, "sync"), [])
+        above = None
+        if contender.library != "bare" and contender.durability != "exit" and runs and bare:
+            above = statistics.median(
+                mine.us_per_step - floor.us_per_step for mine, floor in zip(runs, bare, strict=True)
+            )
         over = us / ours if contender.library == "langgraph" and us and ours else None
         # The targets are for STEPS steps: a shorter run spreads its fixed costs thinner.
         judged = steps == STEPS
@@ -577,6 +587,7 @@ def _rows(
                 size_kib=size,
                 checkpoints=runs[-1].checkpoints if runs else None,
                 over_selectgraph=over,
+                above_bare_us=above,
                 targets=targets,
                 skipped=skipped.get(key),
                 samples_us=[s.us_per_step for s in runs],
@@ -596,10 +607,11 @@ def print_table(rows: list[CheckpointRow], repeats: int) -> None:
         f"\ncheckpoints: a {steps}-step loop, a checkpoint after every step, a fresh database "
         f"per run; median of {repeats}\n(state: n, a status string changing every step, a "
         f"{len(str(CONTEXT)) / 1000:.1f} KB context dict changing every {NOTE_EVERY} steps;\n"
-        "size: SQLite's files incl. WAL after close, Postgres's tables with indexes and TOAST)"
+        "size: SQLite's files incl. WAL after close, Postgres's tables with indexes and TOAST;\n"
+        "+bare: µs/step above the bare commit on the same database, same repetition)"
     )
     header = (
-        f"{'store':<24} {'durability':<10} {'µs/step':>9} {'size KiB':>9} "
+        f"{'store':<24} {'durability':<10} {'µs/step':>9} {'+bare':>7} {'size KiB':>9} "
         f"{'ckpts':>6} {'x sg':>6}  target"
     )
     print(header)
@@ -613,8 +625,9 @@ def print_table(rows: list[CheckpointRow], repeats: int) -> None:
         over = f"{row.over_selectgraph:5.1f}x" if row.over_selectgraph else f"{'':>6}"
         size = f"{row.size_kib:9.1f}" if row.size_kib is not None else f"{'-':>9}"
         kept = "-" if row.checkpoints is None else str(row.checkpoints)
+        above = f"{row.above_bare_us:+7.1f}" if row.above_bare_us is not None else f"{'':>7}"
         text = (
-            f"{row.label:<24} {row.durability:<10} {row.us_per_step:9.1f} {size} "
+            f"{row.label:<24} {row.durability:<10} {row.us_per_step:9.1f} {above} {size} "
             f"{kept:>6} {over}  {', '.join(row.targets)}"
         )
         print(text.rstrip())
