@@ -324,6 +324,16 @@ class CompiledGraph:
         pause_after: Iterable[str] | None,
         serializer: StateSerializer | None,
     ) -> DurableOptions | None:
+        if (
+            store is None
+            and pause is None
+            and pause_before is None
+            and pause_after is None
+            and durability == "sync"
+            and not self.settings.pause_before
+            and not self.settings.pause_after
+        ):
+            return None  # the common case, checked first: every run() passes here
         before = self.settings.pause_before | self._check_nodes("pause_before", pause_before)
         after = self.settings.pause_after | self._check_nodes("pause_after", pause_after)
         if store is None:

@@ -79,7 +79,58 @@ def _decode_message(raw: Any, path: str) -> Message:
         raise StateDecodeError(path, f"not a message: {exc}") from exc
 
 
+def encode_history_compact(node: str, result: Any, path: str, encode: _Encode) -> list[Any]:
+    """A history entry as checkpoints store it: a NodeResult as one flat list.
+
+    ``[node, step, visit, outcome, output, duration_ms, content, error,
+    attempts, usage, agent_result]`` without its trailing defaults, a third
+    the size of the ``[node, {...}]`` pair :meth:`GraphState.to_dict` writes
+    (a checkpoint is written every step, so this is most of what a long run
+    stores). Anything else stays a pair.
+    """
+    from selectgraph.graph._result import NodeResult
+
+    if type(result) is not NodeResult or result.node != node:
+        return [node, _encode_history_entry(result, path, encode)]
+    output = result.output
+    entry = [
+        node,
+        result.step,
+        result.visit,
+        result.outcome,
+        None if output is None else encode(dict(output), f"{path}.output"),
+        round(result.duration_ms, 3),
+        encode(result.content, f"{path}.content"),
+        result.error,
+        result.attempts,
+        None if result.usage is None else result.usage.to_dict(),
+        encode(result.agent_result, f"{path}.agent_result"),
+    ]
+    while len(entry) > 6 and entry[-1] == _COMPACT_DEFAULTS[len(entry) - 1]:
+        entry.pop()
+    return entry
+
+
+_COMPACT_DEFAULTS: Final = (None, None, None, None, None, None, None, None, 1, None, None)
+_COMPACT_FIELDS: Final = (
+    "node",
+    "step",
+    "visit",
+    "outcome",
+    "output",
+    "duration_ms",
+    "content",
+    "error",
+    "attempts",
+    "usage",
+    "agent_result",
+)
+
+
 def _decode_history_entry(entry: Any, path: str, decode: _Decode) -> tuple[str, Any]:
+    if type(entry) is list and len(entry) >= 6 and type(entry[0]) is str:
+        fields = dict(zip(_COMPACT_FIELDS, entry, strict=False))
+        return entry[0], _decode_result(fields, path, decode)
     if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str:
         raise StateDecodeError(path, "expected a [node_name, result] pair")
     node, raw = entry

@@ -199,7 +199,8 @@ class Durable:
             encoded = state.to_dict(serializer=self.serializer)
         if written:
             written.clear()
-        metadata: dict[str, Any] = {"trigger": trigger, "visits": dict(run.visits)}
+        # Visit counts are not stored: the history a checkpoint holds says them.
+        metadata: dict[str, Any] = {"trigger": trigger}
         if run.usage.total_tokens or run.usage.cost_usd:
             metadata["usage"] = run.usage.to_dict()
         if run.degraded:

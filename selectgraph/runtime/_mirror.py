@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from selectgraph._serialization import StateSerializer
-from selectgraph.graph._state import GraphState, _encode_history_entry
+from selectgraph.graph._state import GraphState, encode_history_compact
 
 __all__ = ["StateMirror"]
 
@@ -111,14 +111,14 @@ class StateMirror:
             self._last_message = messages[-1] if messages else None
         if len(history) > n_history:
             entries = [
-                [node, _encode_history_entry(result, f"history[{n_history + i}]", encode)]
+                encode_history_compact(node, result, f"history[{n_history + i}]", encode)
                 for i, (node, result) in enumerate(history[n_history:])
             ]
             enc["history"].extend(entries)
             appends.append(["/history", entries])
         elif len(history) < n_history:
             enc["history"] = [
-                [node, _encode_history_entry(result, f"history[{i}]", encode)]
+                encode_history_compact(node, result, f"history[{i}]", encode)
                 for i, (node, result) in enumerate(history)
             ]
             sets.append(["/history", list(enc["history"])])

@@ -7,6 +7,7 @@ without an event loop for a synchronous graph, like the step loop itself.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -215,15 +216,15 @@ def _restored_run(
     metadata = checkpoint.metadata
     recorder = EventRecorder(run_id, graph.name, (), (*graph._listeners, *listeners))
     run = Run(graph, state, run_id=run_id, recorder=recorder, sleep=sleep)
-    visits = metadata.get("visits")
     usage = metadata.get("usage")
+    history_start = int(metadata.get("history_start", 0))
     run.restore(
         steps=checkpoint.step,
-        visits={str(k): int(v) for k, v in visits.items()} if type(visits) is dict else {},
+        visits=Counter(entry[0] for entry in list(state.history)[history_start:]),
         usage=Usage.from_dict(usage) if type(usage) is dict else NO_USAGE,
         degraded=bool(metadata.get("degraded", False)),
     )
-    run._history_start = int(metadata.get("history_start", 0))
+    run._history_start = history_start
     run.resumed_from = checkpoint.checkpoint_id
     pending, answers = _decode_interrupts(checkpoint, serializer)
     memo = metadata.get("memo")

@@ -276,10 +276,27 @@ def test_bodies_and_records_round_trip() -> None:
         interrupts={"i": {"answer": "yes"}},
         metadata={"m": True},
     )
-    assert encode_body(small).startswith(b"v")  # values only, stored bare
+    step = Checkpoint(
+        run_id="r",
+        checkpoint_id="d",
+        version=2,
+        step=1,
+        kind="delta",
+        parent_id="s",
+        values={
+            "set": [["/data/n", 500]],
+            "append": [["/history", [["tick", 500, 500, "success", {"n": 500}, 0.01]]]],
+        },
+        next=[{"after": "tick"}],
+        metadata={"trigger": "node_complete"},
+    )
+    assert encode_body(small)[:1] in (b"v", b"d")  # values only, bare or deflated
     assert encode_body(big).startswith(b"z")  # large: compressed
     assert len(encode_body(big)) < 200
-    for cp in (small, big):
+    # A step's small body is deflated against a preset dictionary: a third of its size.
+    assert encode_body(step).startswith(b"d")
+    assert len(encode_body(step)) < 70
+    for cp in (small, big, step):
         body = decode_body(encode_body(cp), cp.checkpoint_id)
         assert body == {
             "values": cp.values,
@@ -295,6 +312,7 @@ def test_bodies_and_records_round_trip() -> None:
     ("raw", "path"),
     [
         (b"z\x00garbage", "<record>"),
+        (b"d\xff\xfe", "<record>"),
         (b'{"values": []}', "values"),
         (b'{"values": {}, "next": {}}', "next"),
         (b'{"values": {}, "pending_writes": {"t": 1}}', "pending_writes.t"),
