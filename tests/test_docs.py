@@ -72,12 +72,15 @@ RUNNABLE_PAGES = [
     "concepts.md",
     "howto/declarative.md",
     "howto/errors.md",
+    "howto/hitl.md",
     "howto/node-cache.md",
     "howto/parallel.md",
     "howto/routing.md",
     "howto/streaming.md",
     "howto/subgraphs.md",
     "howto/testing.md",
+    "howto/time-travel.md",
+    "persistence.md",
     "security.md",
 ]
 """Pages whose code blocks run top to bottom, in one namespace, as written."""
@@ -92,9 +95,34 @@ PRINTED = {
         "ConnectionError('https://example.com/world.rss is not answering')",
         "['load', 'fetch']",
     ],
+    "howto/hitl.md": [
+        "end published ['draft', 'review', 'publish']",
+        "news-1|1:confirm|1 To all 40,000 subscribers. Sure?",
+        "['chg-1|start:0/2:legal|0', 'chg-1|start:1/2:security|0']",
+        "interrupted ['security']",
+        "True ['owls']",
+        "True {'draft': 1, 'review': 2, 'summary': 1}",
+        "paused True False ['fetch', 'clean']",
+        "paused ['clean', 'fetch']",
+    ],
     "howto/parallel.md": ["market on sodium batteries; science on sodium batteries"],
     "howto/streaming.md": ["[writer] [local] reply to", "writer -> editor", "writer 0."],
     "howto/subgraphs.md": ["notes on owls", "['notes on owls']"],
+    "howto/time-travel.md": [
+        "('translate',) error node 'translate' raised ConnectionError: translation service is down",
+        "Hello, Ada! {'translate': 2}",
+        "1 error ('translate',) ['name', 'text']",
+        "True Hello, Ada! {'translate': 3}",
+        "fork True",
+        "Hello, Grace. Kind regards.",
+        "Hello, Alan!",
+    ],
+    "persistence.md": [
+        "interrupted post-1|2:review|0",
+        "end published",
+        "['end', 'node_complete', 'node_complete', 'answer', 'interrupt', 'node_complete', "
+        "'input']",
+    ],
 }
 """Output a page shows in its comments, which its code must really print."""
 

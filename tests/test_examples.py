@@ -20,6 +20,7 @@ EXPECTED = {
     "06_tool_router.py": "analyze -> search -> analyze -> calculator -> analyze",
     "07_declarative.py": "classify -> billing",
     "08_streaming.py": "done: 2 steps",
+    "09_approval_workflow.py": "fact-check ran 1 time(s), in process 1: context.once kept it",
 }
 
 
