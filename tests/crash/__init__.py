@@ -1,0 +1,1 @@
+"""Crash-safety tests (issue 9): SIGKILL a durable run at random points, restart, compare."""
