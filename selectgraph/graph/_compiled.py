@@ -504,7 +504,9 @@ class CompiledGraph:
         serializer: StateSerializer | None = None,
     ) -> StateSnapshot:
         """The run's latest checkpoint: its state, what runs next and any pending interrupts."""
-        return _drive(get_state(checkpoint_store, run_id, serializer or default_serializer(), True))
+        return _drive(
+            get_state(self, checkpoint_store, run_id, serializer or default_serializer(), True)
+        )
 
     def get_history(
         self,
@@ -516,7 +518,9 @@ class CompiledGraph:
     ) -> list[StateSnapshot]:
         """Every checkpoint of the run, newest first; fork from one with ``checkpoint_id=``."""
         return _drive(
-            get_history(checkpoint_store, run_id, serializer or default_serializer(), True, limit)
+            get_history(
+                self, checkpoint_store, run_id, serializer or default_serializer(), True, limit
+            )
         )
 
     def update_state(

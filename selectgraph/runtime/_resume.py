@@ -94,9 +94,13 @@ class StateSnapshot:
     state: GraphState
     """The state at that point."""
     next: tuple[str, ...]
-    """The nodes that run next (the node routed from, for a checkpoint taken after it)."""
+    """The nodes that run next, when known without routing: a node the run stopped
+    before, or the target of a static edge or goto() after the last node. Empty when
+    the run ended, or when a conditional edge decides (see ``after``)."""
     interrupts: tuple[Interrupt, ...]
     """Questions the run was waiting on."""
+    after: str | None
+    """The node the run continues by routing from (its output is in ``state``), if any."""
     metadata: dict[str, Any]
     """What triggered the checkpoint (``trigger``), visit counts, usage..."""
     created_at: dt.datetime
@@ -181,17 +185,41 @@ def _decode_interrupts(
     return pending, answers
 
 
-def _snapshot(checkpoint: Checkpoint, encoded: dict[str, Any], serializer: StateSerializer) -> Any:
+def _next_nodes(graph: CompiledGraph, checkpoint: Checkpoint) -> tuple[tuple[str, ...], str | None]:
+    """(nodes that run next as far as known without routing, the node routed from)."""
+    if not checkpoint.next:
+        return (), None
+    entry = checkpoint.next[0]
+    if isinstance(entry, str):
+        return (entry,), None
+    after = entry.get("after") if type(entry) is dict else None
+    if not isinstance(after, str):
+        return (), None
+    goto = entry.get("goto")
+    if isinstance(goto, str):
+        return ((), after) if goto == "__end__" else ((goto,), after)
+    routes = graph.routes.get(after)
+    static = routes.static_success if routes is not None and entry.get("ok", True) else None
+    if static is not None and isinstance(static.target, str):
+        return (static.target,), after
+    return (), after
+
+
+def _snapshot(
+    graph: CompiledGraph,
+    checkpoint: Checkpoint,
+    encoded: dict[str, Any],
+    serializer: StateSerializer,
+) -> Any:
     pending, _ = _decode_interrupts(checkpoint, serializer)
+    next_, after = _next_nodes(graph, checkpoint)
     return StateSnapshot(
         run_id=checkpoint.run_id,
         checkpoint_id=checkpoint.checkpoint_id,
         step=checkpoint.step,
         state=GraphState.from_dict(encoded, serializer=serializer),
-        next=tuple(
-            n if isinstance(n, str) else str(n.get("after", "")) if type(n) is dict else str(n)
-            for n in checkpoint.next
-        ),
+        next=next_,
+        after=after,
         interrupts=tuple(pending.values()),
         metadata=dict(checkpoint.metadata),
         created_at=checkpoint.created_at,
@@ -481,6 +509,7 @@ async def resume_run(
     pending, _ = _decode_interrupts(head, options.serializer)
     _check_answers(run_id, answers, pending)
     target = _target(graph, head)
+    _check_askers(graph, run_id, [pending[i] for i in answers])
     encoded = await _load_state(options.store, head.checkpoint_id, blocking)
     run = _restored_run(
         graph,
@@ -505,6 +534,26 @@ def _check_answers(run_id: str, answers: Mapping[str, Any], pending: Mapping[str
             f"already answered or never raised (pending: {waiting})",
             run_id=run_id,
         )
+
+
+def _check_askers(graph: CompiledGraph, run_id: str, interrupts: list[Interrupt]) -> None:
+    """Refuse answers for questions that no node of this graph asks any more."""
+    from selectgraph.graph._generator_node import GeneratorAdapter
+
+    for interrupt in interrupts:
+        task = interrupt.id.split("|")[1]
+        if "/" in task:
+            continue  # asked inside a branch or subgraph: checked when it is reached
+        spec = graph.nodes.get(interrupt.node)
+        adapter = getattr(spec, "adapter", None)
+        inner = getattr(adapter, "inner", adapter)  # a cached node wraps its adapter
+        if spec is None or not isinstance(inner, GeneratorAdapter):
+            raise ResumeError(
+                f"interrupt {interrupt.id!r} was asked by node {interrupt.node!r}, which graph "
+                f"{graph.name!r} no longer has as a generator node; the graph's structure "
+                "changed since the run paused",
+                run_id=run_id,
+            )
 
 
 async def _record_answers(run: Run, answers: Mapping[str, Any], next_: list[Any]) -> None:
@@ -557,18 +606,23 @@ async def _resume_live(run: Run, answers: Mapping[str, Any], sleep: Sleep) -> An
 
 
 async def get_state(
-    store: CheckpointStore, run_id: str, serializer: StateSerializer, blocking: bool
+    graph: CompiledGraph,
+    store: CheckpointStore,
+    run_id: str,
+    serializer: StateSerializer,
+    blocking: bool,
 ) -> StateSnapshot:
     """The run's latest checkpoint as a StateSnapshot."""
     head = await _head(store, run_id, blocking)
     if head is None:
         raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
     encoded = await _load_state(store, head.checkpoint_id, blocking)
-    snapshot: StateSnapshot = _snapshot(head, encoded, serializer)
+    snapshot: StateSnapshot = _snapshot(graph, head, encoded, serializer)
     return snapshot
 
 
 async def get_history(
+    graph: CompiledGraph,
     store: CheckpointStore,
     run_id: str,
     serializer: StateSerializer,
@@ -588,7 +642,7 @@ async def get_history(
             state = await _load_state(store, checkpoint.checkpoint_id, blocking)
         else:
             state = apply_delta(state, checkpoint.values)
-        snapshots.append(_snapshot(checkpoint, state, serializer))
+        snapshots.append(_snapshot(graph, checkpoint, state, serializer))
     snapshots.reverse()
     return snapshots if limit is None else snapshots[:limit]
 
