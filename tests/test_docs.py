@@ -111,7 +111,8 @@ PRINTED = {
     "howto/time-travel.md": [
         "('translate',) error node 'translate' raised ConnectionError: translation service is down",
         "Hello, Ada! {'translate': 2}",
-        "1 error ('translate',) ['name', 'text']",
+        "2 node_complete () translate",
+        "1 error ('translate',) None",
         "True Hello, Ada! {'translate': 3}",
         "fork True",
         "Hello, Grace. Kind regards.",
