@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,8 @@ def test_branch_writes_round_trip_through_json() -> None:
     view.messages = [Message.assistant("done")]
     view.metadata = {"m": 1}
     view.metadata_deletions = {"x"}
-    raw_entry = ("work", 2, 1, "success", {"n": 1}, "out", None, 1, 0.5, None, None)
+    raw_entry: tuple[Any, ...] = ("work", 2, 1, "success", {"n": 1}, "out")
+    raw_entry += (None, 1, 0.5, None, None)
     writes = BranchWrites(
         1,
         "work[1]",
