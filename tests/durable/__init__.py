@@ -1,0 +1,1 @@
+"""Durable runs and human-in-the-loop: checkpoints, interrupts, pauses, restarts, time travel."""

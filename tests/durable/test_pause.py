@@ -1,0 +1,195 @@
+"""Pausing a run: pause_before / pause_after gates and a PauseToken, then continuing it."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from selectgraph import (
+    END,
+    AgentGraph,
+    CheckpointStore,
+    GraphState,
+    InMemoryCheckpointStore,
+    PauseToken,
+)
+from selectgraph.observe._events import CheckpointSaved, RunPaused, RunResumed
+from tests.durable._support import Calls, stored, triggers
+
+
+def _pipeline(calls: Calls, token: PauseToken | None = None) -> AgentGraph:
+    """a -> b -> c -> d, each appending its name; b may set a pause token."""
+
+    def step(name: str) -> Any:
+        def node(state: GraphState) -> dict[str, Any]:
+            calls.hit(name)
+            if name == "b" and token is not None:
+                token.pause()
+            return {"path": [*state.data.get("path", []), name], name: len(calls.order)}
+
+        return node
+
+    graph = AgentGraph("pipeline")
+    for name in "abcd":
+        graph.add_node(name, step(name))
+    graph.add_edge("a", "b")
+    graph.add_edge("b", "c")
+    graph.add_edge("c", "d")
+    graph.add_edge("d", END)
+    return graph
+
+
+def _reference() -> dict[str, Any]:
+    return dict(_pipeline(Calls()).run({"seed": 1}).state.data)
+
+
+def test_pause_before_stops_ahead_of_the_node_and_continuing_finishes(
+    store: CheckpointStore,
+) -> None:
+    calls = Calls()
+    graph = _pipeline(calls)
+    paused = graph.run({"seed": 1}, checkpoint_store=store, run_id="pb", pause_before=["c"])
+    assert paused.paused
+    assert not paused.interrupted
+    assert paused.stop_reason == "paused"
+    assert calls.order == ["a", "b"]
+    assert paused.state.data["path"] == ["a", "b"]
+    event = paused.trace[-1]
+    assert isinstance(event, RunPaused)
+    assert event.reason == "pause_before"
+    assert event.next == ("c",)
+    assert event.checkpoint_id == paused.checkpoint_id
+    snapshot = graph.get_state("pb", checkpoint_store=store)
+    assert snapshot.next == ("c",)
+    assert snapshot.metadata["trigger"] == "pause"
+    assert snapshot.checkpoint_id == paused.checkpoint_id
+
+    final = graph.run(None, checkpoint_store=store, run_id="pb", pause_before=["c"])
+    assert final.stop_reason == "end"  # continuing passes the gate it paused at
+    assert calls.order == ["a", "b", "c", "d"]
+    assert dict(final.state.data) == _reference()
+    assert final.steps == 4
+    assert isinstance(final.trace[0], RunResumed)
+    assert final.trace[0].checkpoint_id == paused.checkpoint_id
+
+
+def test_pause_after_stops_once_the_node_is_saved(store: CheckpointStore) -> None:
+    calls = Calls()
+    graph = _pipeline(calls)
+    paused = graph.run({"seed": 1}, checkpoint_store=store, run_id="pa", pause_after=["b"])
+    assert paused.stop_reason == "paused"
+    assert calls.order == ["a", "b"]
+    head = store.head("pa")
+    assert head is not None
+    assert head.metadata["trigger"] == "node_complete"
+    assert head.next == [{"after": "b"}]
+    assert paused.trace[-1].reason == "pause_after"  # type: ignore[attr-defined]
+    final = graph.run(None, checkpoint_store=store, run_id="pa")
+    assert final.stop_reason == "end"
+    assert calls.order == ["a", "b", "c", "d"]  # nothing ran twice
+    assert dict(final.state.data) == _reference()
+
+
+def test_a_pause_token_set_inside_a_node_pauses_after_it(store: CheckpointStore) -> None:
+    calls = Calls()
+    token = PauseToken()
+    graph = _pipeline(calls, token)
+    paused = graph.run({"seed": 1}, checkpoint_store=store, run_id="tok", pause=token)
+    assert paused.paused
+    assert paused.stop_reason == "paused"
+    assert calls.order == ["a", "b"]
+    assert paused.state.data["path"] == ["a", "b"]  # b's output was merged and saved
+    assert graph.get_state("tok", checkpoint_store=store).values["path"] == ["a", "b"]
+    assert paused.trace[-1].reason == "requested"  # type: ignore[attr-defined]
+    token.clear()
+    final = graph.run(None, checkpoint_store=store, run_id="tok", pause=token)
+    assert final.stop_reason == "end"
+    assert calls.order == ["a", "b", "c", "d"]
+    assert dict(final.state.data) == _reference()
+
+
+def test_a_token_left_set_pauses_again_after_the_next_node(store: CheckpointStore) -> None:
+    calls = Calls()
+    token = PauseToken()
+    token.pause()
+    graph = _pipeline(calls)
+    for expected in (["a"], ["a", "b"], ["a", "b", "c"]):
+        result = graph.run(
+            None if calls.order else {"seed": 1}, checkpoint_store=store, run_id="t", pause=token
+        )
+        assert result.stop_reason == "paused"
+        assert calls.order == expected
+    final = graph.run(None, checkpoint_store=store, run_id="t")
+    assert final.stop_reason == "end"
+    assert dict(final.state.data) == _reference()
+
+
+def test_a_threading_event_works_as_a_pause_signal(store: CheckpointStore) -> None:
+    calls = Calls()
+    event = threading.Event()
+    event.set()
+    graph = _pipeline(calls)
+    paused = graph.run({"seed": 1}, checkpoint_store=store, run_id="ev", pause=event)
+    assert paused.stop_reason == "paused"
+    assert calls.order == ["a"]
+
+
+async def test_arun_pauses_and_continues(store: CheckpointStore) -> None:
+    calls = Calls()
+    graph = _pipeline(calls)
+    paused = await graph.arun({"seed": 1}, checkpoint_store=store, run_id="ap", pause_before=["d"])
+    assert paused.stop_reason == "paused"
+    final = await graph.arun(None, checkpoint_store=store, run_id="ap")
+    assert dict(final.state.data) == _reference()
+    assert calls.order == ["a", "b", "c", "d"]
+
+
+def test_a_pause_before_gate_in_a_loop_pauses_at_every_visit(store: CheckpointStore) -> None:
+    calls = Calls()
+
+    def work(state: GraphState) -> dict[str, Any]:
+        calls.hit("work")
+        return {"n": state.data["n"] + 1}
+
+    graph = AgentGraph("loop")
+    graph.add_node("start", lambda s: {"n": 0})
+    graph.add_node("work", work)
+    graph.add_edge("start", "work")
+    graph.add_conditional_edge("work", lambda s: "work" if s.data["n"] < 3 else END)
+    result = graph.run({}, checkpoint_store=store, run_id="lp", pause_before=["work"])
+    pauses = 1
+    while result.paused:
+        assert calls["work"] == pauses - 1
+        result = graph.run(None, checkpoint_store=store, run_id="lp", pause_before=["work"])
+        pauses += 1
+    assert result.state.data["n"] == 3
+    assert pauses == 4  # before each of the three visits, then the end
+    assert triggers(store, "lp").count("pause") == 3
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"pause_before": ["b"]}, {"pause_after": ["b"]}, {"pause": PauseToken()}],
+    ids=["pause_before", "pause_after", "pause"],
+)
+def test_pausing_needs_a_store(options: dict[str, Any]) -> None:
+    calls = Calls()
+    with pytest.raises(ValueError, match="needs a checkpoint_store"):
+        _pipeline(calls).run({"seed": 1}, **options)
+    assert calls.order == []
+
+
+def test_a_gate_naming_no_node_is_refused() -> None:
+    store = InMemoryCheckpointStore()
+    with pytest.raises(ValueError, match="'nope'"):
+        _pipeline(Calls()).run({}, checkpoint_store=store, run_id="x", pause_before=["nope"])
+    assert stored(store, "x") == []
+
+
+def test_checkpoint_events_name_each_saved_checkpoint(store: CheckpointStore) -> None:
+    calls = Calls()
+    result = _pipeline(calls).run({"seed": 1}, checkpoint_store=store, run_id="ev")
+    saved = [e for e in result.trace if isinstance(e, CheckpointSaved)]
+    assert [(e.checkpoint_id, e.version, e.trigger) for e in saved] == stored(store, "ev")
