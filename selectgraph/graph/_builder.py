@@ -162,6 +162,8 @@ class AgentGraph:
         strict_entry: bool = False,
         max_concurrency: int | None = None,
         node_cache: NodeCache | None = None,
+        pause_before: Iterable[str] = (),
+        pause_after: Iterable[str] = (),
     ) -> None:
         """Create an empty graph.
 
@@ -193,6 +195,10 @@ class AgentGraph:
             node_cache: Where nodes added with ``cache=CachePolicy(...)`` keep their
                 outputs (e.g. a SQLiteNodeCache shared across processes); by default
                 an InMemoryNodeCache of this graph object's own.
+            pause_before: Nodes a run with a checkpoint store pauses before (a human
+                gate; seed 000's ``pause_nodes``); continue it with
+                ``run(None, checkpoint_store=..., run_id=...)``.
+            pause_after: Nodes a run with a checkpoint store pauses after.
         """
         _check_options("AgentGraph", max_concurrency=max_concurrency)
         if node_cache is not None and not isinstance(node_cache, NodeCache):
@@ -221,6 +227,8 @@ class AgentGraph:
             conversation=conversation,
             compact_at_tokens=compact_at_tokens,
             max_concurrency=max_concurrency,
+            pause_before=_names("pause_before", pause_before),
+            pause_after=_names("pause_after", pause_after),
         )
         self._state_schema = state_schema
         self._reducers = dict(reducers) if reducers else None
@@ -857,6 +865,17 @@ class AgentGraph:
 
     def __repr__(self) -> str:
         return f"AgentGraph(name={self.name!r}, nodes={list(self._nodes)}, entry={self._entry!r})"
+
+
+def _names(what: str, names: Iterable[str]) -> frozenset[str]:
+    """Node names given as one string or several (checked against the nodes at compile)."""
+    if isinstance(names, str):
+        return frozenset((names,))
+    chosen = frozenset(names)
+    bad = [n for n in chosen if not isinstance(n, str)]
+    if bad:
+        raise TypeError(f"AgentGraph: {what} takes node names, got {bad[0]!r}")
+    return chosen
 
 
 def _check_options(where: str, **options: Any) -> None:

@@ -110,6 +110,13 @@ class _Compiler:
         routes = self.routes(decls, edges)
         if entry in decls:
             self.check_reachability(entry, decls, edges)
+        for what in ("pause_before", "pause_after"):
+            for node in sorted(getattr(graph._settings, what)):
+                if node not in decls:
+                    self.error(
+                        "unknown_node",
+                        f"{what} names {node!r}, which is not a node; nodes: {', '.join(decls)}",
+                    )
         errors = [d for d in self.diagnostics if d.severity == "error"]
         if errors:
             raise GraphBuildError(errors)

@@ -82,18 +82,16 @@ class ResumeOptions(TypedDict, total=False):
     serializer: StateSerializer | None
 
 
-class StreamOptions(ResumeOptions, total=False):
-    """Keyword options of ``astream()``."""
+class RunOptions(ResumeOptions, total=False):
+    """Keyword options of ``run()``, ``arun()`` and ``astream()``."""
 
     run_id: str | None
     checkpoint_id: str | None
-
-
-class RunOptions(StreamOptions, total=False):
-    """Keyword options of ``run()`` / ``arun()``."""
-
     pause_before: Iterable[str] | None
     pause_after: Iterable[str] | None
+
+
+StreamOptions = RunOptions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -553,6 +551,8 @@ class CompiledGraph:
         checkpoint_id: str | None = None,
         durability: Durability = "sync",
         pause: PauseSignal | None = None,
+        pause_before: Iterable[str] | None = None,
+        pause_after: Iterable[str] | None = None,
         serializer: StateSerializer | None = None,
     ) -> AsyncIterator[GraphEvent]:
         """Run and yield every event as it happens; the last is RunFinished (with ``.result``).
@@ -572,7 +572,9 @@ class CompiledGraph:
                 loop.call_soon_threadsafe(queue.put_nowait, event)
 
         listeners = (*observers, deliver)
-        options = self._durable_options(checkpoint_store, durability, pause, None, None, serializer)
+        options = self._durable_options(
+            checkpoint_store, durability, pause, pause_before, pause_after, serializer
+        )
         task = asyncio.ensure_future(
             self._execute(input, listeners, run_id, _yielding_sleep, options, checkpoint_id)
         )

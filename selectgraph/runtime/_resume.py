@@ -255,6 +255,11 @@ def _restored_run(
     run._history_start = history_start
     run.resumed_from = checkpoint.checkpoint_id
     pending, answers = _decode_interrupts(checkpoint, serializer)
+    if run_id != checkpoint.run_id:
+        # A fork: answers given in the original run carry over under the fork's ids;
+        # questions still open there are asked again when the fork reaches them.
+        answers = {_in_run(key, run_id): value for key, value in answers.items()}
+        pending = {}
     memo = metadata.get("memo")
     children = metadata.get("children")
     if pending or answers or memo or children or checkpoint.pending_writes:
@@ -278,6 +283,7 @@ def _restored_run(
                     "steps": int(child["steps"]),
                     "visits": dict(child["visits"]),
                     "next": list(child["next"]),
+                    "written": set(child["written"]) if "written" in child else None,
                 }
     mirror = None
     if options.durability != "exit":
@@ -338,6 +344,8 @@ def continue_child(
         if recorder.branch is not None:
             run.branch = recorder.branch  # as start_run does for a subgraph inside a branch
         run.restore(steps=paused["steps"], visits=paused["visits"], usage=NO_USAGE, degraded=False)
+        if track_writes and paused.get("written"):
+            run.written_keys = set(paused["written"])
         run.resumed_from = parent.resumed_from
         next_ = paused["next"]
     entry = next_[0]
@@ -380,7 +388,6 @@ async def start_durable_run(
             raise ResumeError(f"run {fork_id!r} already exists; fork into a new run_id")
         encoded = await _load_state(store, checkpoint.checkpoint_id, blocking)
         target = _target(graph, checkpoint)
-        _refuse_unanswered(checkpoint, options)
         run = _restored_run(
             graph,
             checkpoint,
@@ -525,6 +532,11 @@ async def resume_run(
     return await run.walk(target)
 
 
+def _in_run(interrupt_id: str, run_id: str) -> str:
+    """``interrupt_id`` as the same question in run ``run_id``."""
+    return run_id + "|" + interrupt_id.split("|", 1)[1]
+
+
 def _check_answers(run_id: str, answers: Mapping[str, Any], pending: Mapping[str, Any]) -> None:
     unknown = [interrupt_id for interrupt_id in answers if interrupt_id not in pending]
     if unknown:
@@ -599,6 +611,8 @@ async def _resume_live(run: Run, answers: Mapping[str, Any], sleep: Sleep) -> An
     run.resumed_from = run._checkpoint_id
     entry = next_[0]
     target: Any = entry if isinstance(entry, str) else (entry["after"], True, None)
+    if run._resume_branches is not None:
+        target, run._resume_branches = run._resume_branches, None  # not routed again
     return await run.walk(target)
 
 

@@ -157,14 +157,19 @@ def _encode_child(child: Any, serializer: Any) -> dict[str, Any]:
     """A paused subgraph run (live, or as restored from a checkpoint) as JSON data."""
     if isinstance(child, Run):
         state, steps, visits, next_ = child.state, child.steps, child._visits, child._resume_next
+        written = child.written_keys
     else:
         state, steps, visits, next_ = child["state"], child["steps"], child["visits"], child["next"]
-    return {
+        written = child.get("written")
+    record = {
         "state": state.to_dict(serializer=serializer),
         "steps": steps,
         "visits": dict(visits),
         "next": list(next_),
     }
+    if written is not None:
+        record["written"] = sorted(written)  # what a passthrough subgraph hands back
+    return record
 
 
 def _cancel_reason(exc: BaseException) -> str:
@@ -481,7 +486,9 @@ class Run:
             if self._book_parent is not None:
                 self._pause_child(name, type(target) is Branches)
                 raise
-            return await self._interrupted(signal.interrupt, name, type(target) is Branches)
+            return await self._interrupted(
+                signal.interrupt, name, target if type(target) is Branches else None
+            )
         except GraphRunError as error:
             if top:
                 self._attach(error)
@@ -1446,14 +1453,20 @@ class Run:
         if self.child_key is not None:
             self._ensure_book().children[self.child_key] = self
 
-    async def _interrupted(self, interrupt: Interrupt, name: str, in_fan_out: bool) -> GraphResult:
+    _resume_branches: Branches | None = None
+    """The fan-out a branch paused in: an in-process resume runs it again without routing."""
+
+    async def _interrupted(
+        self, interrupt: Interrupt, name: str, branches: Branches | None
+    ) -> GraphResult:
         """A generator node asked a question: checkpoint, and return a paused result."""
         from selectgraph.runtime._durable import keep_paused
 
         book = self._ensure_book()
         pending = tuple(book.pending.values()) or (interrupt,)
         # The node did not complete: its step and visit are counted again on resume.
-        next_ = self._unfinished(name, in_fan_out, interrupt.id)
+        next_ = self._unfinished(name, branches is not None, interrupt.id)
+        self._resume_branches = branches
         for item in pending:
             self.recorder.record(InterruptRaised, self.steps, item.node, item.id, item.prompt)
         self._interrupts = pending
