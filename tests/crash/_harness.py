@@ -52,8 +52,23 @@ GRAPH: CompiledGraph = build_graph()
 
 NODE_KILLS = ("node_enter", "node_effect")
 SAVE_KILLS = ("save_before", "save_insert", "save_after")
-KILL_KINDS = (*NODE_KILLS, *SAVE_KILLS, "once_effect", "paused", "timer")
-"""Where a child dies: self-inflicted at a counted event, or by the parent on a timer."""
+KILL_KINDS = (
+    *NODE_KILLS,
+    *SAVE_KILLS,
+    "branch_enter",
+    "once_effect",
+    "paused",
+    "saved_answer",
+    "timer",
+)
+"""Where a child dies: self-inflicted at a counted event, or by the parent on a timer.
+
+``branch_enter`` dies entering the second, third or fourth node of the fan-out
+(some branches finished and stored their writes), ``save_insert`` inside the
+save's transaction (rows written, no COMMIT), ``save_after`` just after the
+COMMIT (before the runner hears of it), ``paused`` with the run paused at its
+interrupt, ``saved_answer`` just after a resume stored the answer.
+"""
 
 
 # ------------------------------------------------------------------ the store
@@ -112,6 +127,7 @@ def install_kill_points(store: Any) -> None:
         finally:
             saving.on = False
         PROBE.event("save_after")  # committed; the runner has not heard yet
+        PROBE.event(f"saved_{checkpoint.metadata.get('trigger')}")
 
     store.save = counted_save
     if isinstance(store, SQLiteCheckpointStore):
@@ -174,12 +190,32 @@ def _write_json(path: str, value: Any) -> None:
     os.replace(temporary, path)
 
 
+def _pending_visits(head: Checkpoint) -> list[tuple[str, int]]:
+    """Node visits that finished branches recorded as pending writes under ``head``.
+
+    Under sync durability a fan-out stores each finished branch's writes at
+    once, so those branch nodes count as completed: a resume must reuse them.
+    """
+    found = []
+    for records in head.pending_writes.values():
+        for record in records:
+            history = record.get("history", []) if type(record) is dict else []
+            for entry in history:
+                node, raw = entry[0], entry[1:]
+                # A [node, {fields}] pair, or the compact [node, step, visit, ...] list.
+                one = len(raw) == 1 and type(raw[0]) is dict
+                visit: Any = raw[0]["visit"] if one else raw[1]
+                found.append((node, int(visit)))
+    return found
+
+
 def _seen(store: CheckpointStore, run_id: str) -> dict[str, Any]:
     """The committed head, as the checker needs it.
 
     Completed visits come from the history the head's state holds (the last
-    visit of each node recorded there), and from ``metadata["visits"]`` when
-    the checkpoint carries it; the memoized steps from ``metadata["memo"]``.
+    visit of each node recorded there), from finished branches' pending
+    writes, and from ``metadata["visits"]`` when the checkpoint carries it;
+    the memoized steps from ``metadata["memo"]``.
     """
     head = store.head(run_id)
     if head is None:
@@ -193,8 +229,10 @@ def _seen(store: CheckpointStore, run_id: str) -> dict[str, Any]:
         }
     visits: dict[str, int] = dict(head.metadata.get("visits", {}))
     state = GRAPH.get_state(run_id, checkpoint_store=store).state
-    for node, result in state.history:
-        visits[node] = max(visits.get(node, 0), result.visit)
+    done = [(node, result.visit) for node, result in state.history]
+    done += _pending_visits(head)
+    for node, visit in done:
+        visits[node] = max(visits.get(node, 0), visit)
     return {
         "visits": visits,
         "memo": sorted(head.metadata.get("memo", {})),
@@ -234,7 +272,14 @@ def _place_kill(job: Attempt, seen: dict[str, Any]) -> None:
         kill = "node_enter"
     if kill == "paused" and (reviewed or seen["pending"] or seen["memo"]):
         kill = "node_enter"
-    if kill in ("once_effect", "paused"):
+    if kill == "saved_answer" and (reviewed or seen["trigger"] == "answer"):
+        kill = "node_enter"
+    if kill == "branch_enter" and "merge" in seen["visits"]:
+        kill = "node_enter"
+    if kill == "branch_enter":
+        PROBE.kill_at[kill] = 2 + int(job.fraction * 3)
+        return
+    if kill in ("once_effect", "paused", "saved_answer"):
         PROBE.kill_at[kill] = 1
         return
     total = max(1, job.reference["nodes"])
@@ -436,6 +481,10 @@ class Harness:
         self.workdir = workdir
         self.tag = uuid.uuid4().hex[:8]
         self.attempts = 0
+        self.seen: list[_check.Seen] = []
+        """The heads each attempt of the current trial found (for ``_check.reruns``)."""
+        self.finished: list[float] = []
+        """Seconds taken by attempts that ran to the end: the window for timer kills."""
 
     def _job(self, trial: Trial, kind: str, **overrides: Any) -> Attempt:
         self.attempts += 1
@@ -454,11 +503,14 @@ class Harness:
 
     def run_child(self, job: Attempt, timer: float | None = None) -> dict[str, Any]:
         """Fork one attempt, maybe kill it on a timer, and collect what it reported."""
+        started = time.perf_counter()
         pid = fork(lambda: attempt_child(self.spec, job), f"{job.out}.error")
         if timer is not None:
             time.sleep(timer)
             os.kill(pid, signal.SIGKILL)
         killed, code = reap(pid)
+        if not killed and not job.in_memory:
+            self.finished = [*self.finished[-19:], time.perf_counter() - started]
         return {
             "killed": killed,
             "code": code,
@@ -516,7 +568,7 @@ class Harness:
                 fraction=rng.random(),
                 reference=reference["events"],
             )
-            timer = rng.random() * reference["seconds"] if kill == "timer" else None
+            timer = rng.random() * self._window(reference) if kill == "timer" else None
             report = self.run_child(job, timer)
             if report["seen"] is not None:
                 seen = report["seen"]
@@ -533,6 +585,12 @@ class Harness:
         trial.problems.append("the run did not end after 20 attempts without a planned kill")
         return None
 
+    def _window(self, reference: dict[str, Any]) -> float:
+        """How long after its fork a timer kill may come: about as long as an attempt lasts."""
+        if not self.finished:
+            return 3 * float(reference["seconds"])
+        return 1.2 * sum(self.finished) / len(self.finished)
+
     def kills_trial(self, seed: int) -> Trial:
         """A run killed 3 to 8 times at seeded points, continued to its end, and checked."""
         rng = random.Random(seed)
@@ -544,7 +602,7 @@ class Harness:
             durability=rng.choices(["sync", "async", "exit"], [6, 2, 2])[0],
         )
         started = time.perf_counter()
-        self.seen: list[_check.Seen] = []
+        self.seen = []
         reference = self.reference(trial)
         final = self.continue_until_done(trial, rng, rng.randint(3, 8), reference)
         self.check(trial, reference, final)

@@ -91,11 +91,19 @@ def _churn(value: int) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-def _node(name: str, body: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., Any]:
-    """A node that runs ``body`` and logs its side effect, with kill points around it."""
+def _node(
+    name: str, body: Callable[[dict[str, Any]], dict[str, Any]], *, branch: bool = False
+) -> Callable[..., Any]:
+    """A node that runs ``body`` and logs its side effect, with kill points around it.
+
+    A branch node (inside the fan-out) also counts a ``branch_enter`` event, so a
+    kill can land mid-fan-out, after some branches finished and stored their writes.
+    """
 
     def node(state: Any, context: NodeContext) -> dict[str, Any]:
         PROBE.event("node_enter")
+        if branch:
+            PROBE.event("branch_enter")
         out = body(state.data)
         out["trail"] = [f"{name}:{context.visit}"]
         PROBE.effect("node", name, context.visit, context.step)
@@ -137,10 +145,14 @@ def build_graph() -> CompiledGraph:
     graph.add_node("start", _node("start", _start))
     graph.add_node("work", _node("work", _work))
     graph.add_node("fan", _node("fan", lambda data: {}))
-    graph.add_node("left", _node("left", lambda d: {"left": f"L{d['total'] % 1000}"}))
-    graph.add_node("mid", _node("mid", lambda d: {"mid": f"M{d['total'] % 97}"}))
-    graph.add_node("mid2", _node("mid2", lambda d: {"mid": f"{d['mid']}/{_churn(d['i'])}"}))
-    graph.add_node("right", _node("right", lambda d: {"right": f"R{_churn(d['total'])}"}))
+    graph.add_node("left", _node("left", lambda d: {"left": f"L{d['total'] % 1000}"}, branch=True))
+    graph.add_node("mid", _node("mid", lambda d: {"mid": f"M{d['total'] % 97}"}, branch=True))
+    graph.add_node(
+        "mid2", _node("mid2", lambda d: {"mid": f"{d['mid']}/{_churn(d['i'])}"}, branch=True)
+    )
+    graph.add_node(
+        "right", _node("right", lambda d: {"right": f"R{_churn(d['total'])}"}, branch=True)
+    )
     graph.add_node(
         "merge",
         _node("merge", lambda d: {"total": (d["total"] + len(d["left"] + d["mid"] + d["right"]))}),

@@ -127,8 +127,9 @@ def check_kills(result: dict[str, Any], wanted: int, test: str) -> None:
     assert not any(t["problems"] for t in result["trials"]), failures(result, test)
     if REPLAY is None:
         assert result["kills"] >= wanted, result["by_kind"]
-        # Every kind of kill point was reached (each is about an eighth of the kills).
-        kinds = {"node_enter", "node_effect", "once_effect", "paused", "timer"}
+        # Every kind of kill point was reached (each is about a tenth of the kills).
+        kinds = {"node_enter", "node_effect", "branch_enter", "once_effect", "paused", "timer"}
+        kinds |= {"saved_answer"}
         kinds |= {"save_before", "save_insert", "save_after"}
         assert kinds <= set(result["by_kind"]), result["by_kind"]
     print(
