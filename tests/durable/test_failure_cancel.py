@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import threading
 from collections.abc import Generator
 from typing import Annotated, Any
 
@@ -12,6 +14,7 @@ from pydantic import BaseModel
 from selectgraph import (
     END,
     AgentGraph,
+    CheckpointConflict,
     CheckpointStore,
     GraphRunError,
     GraphState,
@@ -319,3 +322,75 @@ def test_a_generator_failing_after_its_answer_keeps_the_answer(
     final = graph.run(None, checkpoint_store=store, run_id="fa")
     assert final.stop_reason == "end"  # not a second "publish?" for the same visit
     assert final.state.data["answer"] == "yes"
+
+
+def test_another_writer_mid_run_stops_the_run_with_a_conflict(store: CheckpointStore) -> None:
+    """update_state while a node runs: the run's next save conflicts and nothing more runs."""
+    calls = Calls()
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(state: GraphState) -> dict[str, Any]:
+        calls.hit("slow")
+        entered.set()
+        release.wait(10)
+        return {"slow": True}
+
+    graph = AgentGraph("conflict")
+    graph.add_node("a", lambda s: {"a": 1})
+    graph.add_node("slow", slow)
+    graph.add_node("c", _counted(calls, "c"), next_node=END)
+    graph.add_edge("a", "slow")
+    graph.add_edge("slow", "c")
+    outcome: list[BaseException | object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(graph.run({}, checkpoint_store=store, run_id="w"))
+        except BaseException as error:  # the outcome under test
+            outcome.append(error)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    assert entered.wait(10)
+    graph.update_state("w", {"fixed": True}, checkpoint_store=store)
+    release.set()
+    worker.join(10)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], CheckpointConflict)
+    assert calls["c"] == 0
+    assert triggers(store, "w") == ["input", "node_complete", "update"]
+
+
+def _counted(calls: Calls, name: str) -> Any:
+    def node(state: GraphState) -> dict[str, Any]:
+        calls.hit(name)
+        return {name: 1}
+
+    return node
+
+
+def _writes(name: str) -> Any:
+    return lambda state: {name: 1}
+
+
+def test_a_failed_background_write_surfaces(store: CheckpointStore) -> None:
+    """durability="async": a save that fails on the writer thread fails the run."""
+    saves = {"n": 0}
+    original = store.save
+
+    def failing(checkpoint: Any, *, expected_version: int) -> None:
+        saves["n"] += 1
+        if saves["n"] == 3:
+            raise OSError("disk full")
+        original(checkpoint, expected_version=expected_version)
+
+    store.save = failing  # type: ignore[method-assign]
+    graph = AgentGraph("chain")
+    for name in "abcde":
+        graph.add_node(name, _writes(name))
+    for source, target in itertools.pairwise("abcde"):
+        graph.add_edge(source, target)
+    graph.add_edge("e", END)
+    with pytest.raises(OSError, match="disk full"):
+        graph.run({}, checkpoint_store=store, run_id="bg", durability="async")
+    assert [c.version for c in store.list("bg")] == [1, 2]

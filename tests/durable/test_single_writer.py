@@ -151,3 +151,38 @@ def test_two_processes_race_on_sqlite_and_exactly_one_wins(tmp_path: Path) -> No
     assert counted["review_mid"] == 1  # the loser's node never got past its replayed yield
     # The answers are saved before anything runs: the loser did not even start its replay.
     assert counted["review_pre"] == 2
+
+
+def test_two_answers_to_different_branch_questions_race_and_the_loser_retries(
+    tmp_path: Path,
+) -> None:
+    """Answering x and y of a three-way scatter at once: one wins; the retry then succeeds."""
+    from tests.durable._support import Calls
+    from tests.durable.test_parallel_interrupts import _scatter
+
+    calls = Calls()
+    db = tmp_path / "x.db"
+    with SQLiteCheckpointStore(db) as store:
+        paused = _scatter(calls).run({}, checkpoint_store=store, run_id="s")
+        ids = {str(i.payload["topic"]): i.id for i in paused.interrupts}
+        racers = [SQLiteCheckpointStore(db), SQLiteCheckpointStore(db)]
+        gate = _Gate()
+        for racer in racers:
+            gate.wrap(racer)
+        outcomes = _race(
+            [
+                lambda: _scatter(calls).resume(ids["x"], "X", checkpoint_store=racers[0]),
+                lambda: _scatter(calls).resume(ids["y"], "Y", checkpoint_store=racers[1]),
+            ]
+        )
+        for racer in racers:
+            racer.close()
+        assert sorted(type(o).__name__ for o in outcomes) == ["CheckpointConflict", "GraphResult"]
+        lost = 0 if isinstance(outcomes[0], CheckpointConflict) else 1
+        topic = "xy"[lost]
+        retried = _scatter(calls).resume(ids[topic], topic.upper(), checkpoint_store=store)
+        assert [i.id for i in retried.interrupts] == [ids["z"]]
+        final = _scatter(calls).resume(ids["z"], "Z", checkpoint_store=store)
+    assert final.state.data["answers"] == ["x=X", "y=Y", "z=Z"]
+    assert calls["answered:x"] == calls["answered:y"] == calls["answered:z"] == 1
+    assert calls["join"] == 1
