@@ -20,6 +20,7 @@ from ``base`` on until that many kills happened), ``result``.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -135,6 +136,15 @@ def install_kill_points(store: Any) -> None:
         return
     if not isinstance(store, PostgresCheckpointStore):
         return  # the in-memory store of the fault-free run: no transaction to die in
+    asave = store.asave
+
+    async def counted_asave(checkpoint: Checkpoint, *, expected_version: int) -> None:
+        PROBE.event("save_before")
+        await asave(checkpoint, expected_version=expected_version)
+        PROBE.event("save_after")
+        PROBE.event(f"saved_{checkpoint.metadata.get('trigger')}")
+
+    store.asave = counted_asave  # type: ignore[method-assign]
     pool = store._pool
     connection = pool.connection
     insert = store._q["insert"]
@@ -159,6 +169,8 @@ class Attempt:
     n: int
     answer: str
     durability: str
+    driver: str
+    """``"sync"`` (run/resume) or ``"async"`` (arun/aresume in asyncio.run)."""
     log: str
     out: str
     """Prefix of the child's report files (``.seen``, ``.done``, ``.died``, ``.error``)."""
@@ -170,8 +182,8 @@ class Attempt:
     stop_at_pause: bool = False
     in_memory: bool = False
     """Run on a fresh in-memory store (the fault-free reference run)."""
-    stale_head: bool = False
-    """Self-test only: continue from the head's parent, as a buggy resume would."""
+    bug: str = ""
+    """Self-test only: how this attempt's resume is broken (see ``_buggy_head``)."""
     role: str = ""
     """In a race: ``"live"`` (runs to the interrupt itself, then answers from memory),
     ``"fresh"`` (a new process answering from the store) or ``"stale"`` (answers after
@@ -291,40 +303,55 @@ def _place_kill(job: Attempt, seen: dict[str, Any]) -> None:
         PROBE.kill_at[kill] = 1 + int(job.fraction * saves_left)
 
 
+def _call(job: Attempt, method: str, *args: Any, **kwargs: Any) -> Any:
+    """``GRAPH.<method>(...)``, or with the async driver ``asyncio.run(GRAPH.a<method>(...))``."""
+    if job.driver == "async":
+        return asyncio.run(getattr(GRAPH, f"a{method}")(*args, **kwargs))
+    return getattr(GRAPH, method)(*args, **kwargs)
+
+
 def drive(store: CheckpointStore, job: Attempt, seen: dict[str, Any]) -> Any:
     """Start, continue or resume the run until it ends (or pauses, when told to stop there)."""
     kwargs: dict[str, Any] = {"checkpoint_store": store, "durability": job.durability}
     if seen["trigger"] is None:
-        result = GRAPH.run({"n": job.n}, run_id=job.run_id, **kwargs)
+        result = _call(job, "run", {"n": job.n}, run_id=job.run_id, **kwargs)
     elif seen["pending"]:
-        result = GRAPH.resume(dict.fromkeys(seen["pending"], job.answer), **kwargs)
+        result = _call(job, "resume", dict.fromkeys(seen["pending"], job.answer), **kwargs)
     elif not seen["next"]:
         return None  # it ended before the last child could report it
     else:
-        result = GRAPH.run(None, run_id=job.run_id, **kwargs)
+        result = _call(job, "run", None, run_id=job.run_id, **kwargs)
     while result.interrupted:
         if job.stop_at_pause:
             return result
         PROBE.event("paused")
-        assert result.interrupt_id is not None  # an interrupted result names its interrupt
-        result = GRAPH.resume(result.interrupt_id, job.answer, **kwargs)
+        result = _call(job, "resume", result.interrupt_id, job.answer, **kwargs)
     if result.stop_reason != "end":
         raise AssertionError(f"run {job.run_id} stopped with {result.stop_reason!r}")
     return result
 
 
-def _stale_head(store: Any) -> None:
-    """Make ``head`` answer with the head's parent: a resume that forgets the last checkpoint."""
+def _buggy_head(store: Any, bug: str) -> None:
+    """Self-test only: make ``head`` lie the way a broken resume would.
+
+    ``"older_head"``: answer with the head's parent (the last checkpoint is
+    forgotten). ``"no_pending"``: drop the head's pending writes (finished
+    branches are forgotten).
+    """
     head = store.head
 
-    def older(run_id: str) -> Checkpoint | None:
+    def lying(run_id: str) -> Checkpoint | None:
         current: Checkpoint | None = head(run_id)
-        if current is None or current.parent_id is None:
+        if current is None:
+            return None
+        if bug == "no_pending":
+            return current.replace(pending_writes={})
+        if current.parent_id is None:
             return current
         parent: Checkpoint = store.load(current.parent_id)
         return parent
 
-    store.head = older
+    store.head = lying
 
 
 def _note_death(path: str) -> Callable[[str], None]:
@@ -343,8 +370,8 @@ def attempt_child(spec: dict[str, str], job: Attempt) -> None:
         install_kill_points(store)
         seen = _seen(store, job.run_id)
         _write_json(f"{job.out}.seen", seen)
-        if job.stale_head:
-            _stale_head(store)
+        if job.bug:
+            _buggy_head(store, job.bug)
             seen = _seen(store, job.run_id)  # what the buggy resume believes
         PROBE.attempt = job.number
         PROBE.log_fd = os.open(job.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -386,7 +413,7 @@ def racer_child(spec: dict[str, str], job: Attempt) -> None:
             left = 2 if job.kill in NODE_KILLS else 4  # review and finish; their saves
             PROBE.kill_at[job.kill] = 1 + int(job.fraction * left)
         try:
-            result = GRAPH.resume(job.interrupt_id, job.answer, **kwargs)
+            result = _call(job, "resume", job.interrupt_id, job.answer, **kwargs)
             outcome = "won" if result.stop_reason == "end" else f"stopped: {result.stop_reason}"
         except CheckpointConflict:
             outcome = "conflict"
@@ -466,6 +493,7 @@ class Trial:
     n: int
     answer: str
     durability: str
+    driver: str = "sync"
     kills: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -495,6 +523,7 @@ class Harness:
             "n": trial.n,
             "answer": trial.answer,
             "durability": trial.durability,
+            "driver": trial.driver,
             "log": f"{self.workdir}/{self.tag}-{trial.seed}.{kind}.log",
             "out": base,
         }
@@ -601,6 +630,7 @@ class Harness:
             answer=f"ok{seed}",
             durability=rng.choices(["sync", "async", "exit"], [6, 2, 2])[0],
         )
+        trial.driver = rng.choice(["sync", "sync", "async"])
         started = time.perf_counter()
         self.seen = []
         reference = self.reference(trial)
@@ -623,6 +653,7 @@ class Harness:
         answers = [f"A{seed}", f"A{seed}" if rng.random() < 0.3 else f"B{seed}"]
         live = rng.random() < 0.5
         victim = rng.choice([None, None, 0, 1])
+        trial.driver = rng.choice(["sync", "sync", "async"])
         self.seen = []
         reference = self.reference(trial)
         started = time.perf_counter()
@@ -802,26 +833,37 @@ class Harness:
                 problems.append(f"the stale worker moved the head: {done}")
 
     def stale_trial(self, seed: int) -> Trial:
-        """Self-test: an attempt continues from the checkpoint before the head, as a buggy
-        resume would; the checker must report the node (or memoized step) it ran again.
+        """Self-test: an attempt resumes wrongly; the checker must report what it ran again.
 
-        Even seeds first die inside the loop (a completed ``work`` visit is re-run),
-        odd seeds first pause at the interrupt (the memoized draft is re-made).
+        By ``seed % 3``: 0 dies inside the loop, then continues from the checkpoint
+        before the head (a completed ``work`` visit runs again); 1 pauses at the
+        interrupt, then does the same (the memoized draft is made again); 2 dies
+        mid-fan-out, then ignores the finished branches' pending writes (a finished
+        branch runs again). ``notes["flaggable"]`` says whether the wrong resume
+        had completed work to repeat (variant 2 needs a branch that had finished).
         """
         rng = random.Random(seed)
         trial = Trial(seed, f"stale-{self.tag}-{seed}", rng.randint(8, 15), f"ok{seed}", "sync")
         started = time.perf_counter()
         self.seen = []
         reference = self.reference(trial)
-        if seed % 2 == 0:
-            first = self._job(trial, "trial", kill="node_enter", reference=reference["events"])
-            first.fraction = 0.3
-        else:
+        variant = seed % 3
+        events = reference["events"]
+        if variant == 0:
+            first = self._job(trial, "trial", kill="node_enter", fraction=0.3, reference=events)
+        elif variant == 1:
             first = self._job(trial, "trial", stop_at_pause=True)
+        else:
+            first = self._job(trial, "trial", kill="branch_enter", fraction=0.7, reference=events)
         self._note_seen(self.run_child(first), first.number)
-        job = self._job(trial, "trial", stale_head=True)
+        bug = "no_pending" if variant == 2 else "older_head"
+        job = self._job(trial, "trial", bug=bug)
         report = self.run_child(job)
         self._note_seen(report, job.number)
+        trial.notes["bug"] = bug
+        trial.notes["flaggable"] = (
+            variant != 2 or "left" in self.seen[-1].visits or ("mid2" in self.seen[-1].visits)
+        )
         if report["error"] is not None:
             trial.notes["stale_attempt"] = report["error"].strip().splitlines()[-1]
         final = report["done"] if report["done"] and "data" in report["done"] else None

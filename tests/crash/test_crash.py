@@ -109,7 +109,8 @@ def failures(result: dict[str, Any], test: str) -> str:
     for trial in result["trials"]:
         if trial["problems"]:
             lines.append(
-                f"seed {trial['seed']} ({trial['durability']}, kills {trial['kills']}, "
+                f"seed {trial['seed']} ({trial['durability']} durability, {trial['driver']} "
+                f"driver, kills {trial['kills']}, "
                 f"{trial['notes']}):\n  " + "\n  ".join(trial["problems"][:8])
             )
             lines.append(
@@ -177,17 +178,22 @@ def test_two_resumers_race(store: dict[str, str], tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
-def test_the_checker_flags_a_resume_from_an_older_checkpoint(
-    store: dict[str, str], tmp_path: Path
-) -> None:
-    """A deliberately buggy resume (from the checkpoint before the head) is caught: a
-    completed ``work`` visit run again (even seeds), a memoized draft made again (odd)."""
-    result = run_harness(store, tmp_path, "stale", seeds=[BASE, BASE + 1])
-    for trial in result["trials"]:
+def test_the_checker_flags_a_wrong_resume(store: dict[str, str], tmp_path: Path) -> None:
+    """A deliberately broken resume is caught: one from the checkpoint before the head
+    re-runs a completed ``work`` visit or re-makes the memoized draft, and one that
+    ignores the pending writes of finished fan-out branches re-runs a branch."""
+    result = run_harness(store, tmp_path, "stale", seeds=list(range(BASE, BASE + 6)))
+    flaggable = [t for t in result["trials"] if t["notes"]["flaggable"]]
+    assert len(flaggable) >= 5, result["trials"]  # a branch had finished in most
+    for trial in flaggable:
         reruns = [p for p in trial["problems"] if " ran in attempt " in p]
         assert reruns, trial
-        wanted = "memoized" if trial["seed"] % 2 else "completed"
+        wanted = {0: "work visit", 1: "memoized", 2: "completed"}[trial["seed"] % 3]
         assert any(wanted in p for p in reruns), reruns
+        if trial["seed"] % 3 == 2:
+            assert any(
+                f" {b} visit 1 " in p for p in reruns for b in ("left", "mid", "mid2", "right")
+            )
 
 
 # ------------------------------------------------------------ the checker
