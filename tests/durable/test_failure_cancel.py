@@ -394,3 +394,29 @@ def test_a_failed_background_write_surfaces(store: CheckpointStore) -> None:
     with pytest.raises(OSError, match="disk full"):
         graph.run({}, checkpoint_store=store, run_id="bg", durability="async")
     assert [c.version for c in store.list("bg")] == [1, 2]
+
+
+@pytest.mark.parametrize("durability", ["async", "exit"])
+def test_a_failure_is_saved_and_continued_whatever_the_mode(
+    store: CheckpointStore, durability: Any
+) -> None:
+    calls = Calls()
+    broken = {"b": True}
+    with pytest.raises(GraphRunError):
+        _flaky_pipeline(calls, broken).run(
+            {}, checkpoint_store=store, run_id="m", durability=durability
+        )
+    head = store.head("m")
+    assert head is not None
+    assert head.metadata["trigger"] == "error"
+    assert head.next == ["b"]
+    assert store.load_state(head.checkpoint_id)["data"] == {"a": 1}
+    broken["b"] = False
+    final = _flaky_pipeline(calls, broken).run(
+        None, checkpoint_store=store, run_id="m", durability=durability
+    )
+    assert dict(final.state.data) == {"a": 1, "b": 2, "c": 3}
+    assert calls.order == ["a", "b", "b", "c"]
+    expected = ["error", "end"] if durability == "exit" else None
+    if expected is not None:
+        assert triggers(store, "m") == expected

@@ -15,6 +15,7 @@ from selectgraph import (
     CheckpointStore,
     GraphState,
     InterruptRequest,
+    NodeContext,
     ResumeError,
     Scatter,
     append,
@@ -389,3 +390,39 @@ def test_a_join_node_named_by_an_equal_but_distinct_string_runs_once() -> None:
     graph.add_edge("join", END)
     graph.run({})
     assert calls["join"] == 1
+
+
+def _memo_scatter(calls: Calls) -> AgentGraph:
+    async def draft(topic: str) -> str:
+        calls.hit(f"draft:{topic}")
+        await asyncio.sleep(0)
+        return f"draft {topic}"
+
+    async def ask(state: GraphState, context: NodeContext) -> AsyncIterator[Any]:
+        calls.hit("pre")
+        text = await context.once("draft", draft, state.data["topic"])
+        answer = yield InterruptRequest("ok?", {"draft": text})
+        state.data["answers"] = [f"{text}={answer}"]
+
+    graph = AgentGraph("memo", state_schema=Team)
+    graph.add_node("plan", lambda s: {})
+    graph.add_node("ask", ask)
+    graph.add_node("join", _join(calls))
+    graph.add_conditional_edge("plan", lambda s: [Scatter("ask", {"topic": t}) for t in "xy"])
+    graph.add_edge("ask", "join")
+    graph.add_edge("join", END)
+    return graph
+
+
+async def test_async_once_steps_are_kept_per_branch_across_a_replay(
+    store: CheckpointStore,
+) -> None:
+    calls = Calls()
+    paused = await _memo_scatter(calls).arun({}, checkpoint_store=store, run_id="mo")
+    assert sorted(i.payload["draft"] for i in paused.interrupts) == ["draft x", "draft y"]
+    final = await _memo_scatter(calls).aresume(
+        {i.id: "ok" for i in paused.interrupts}, checkpoint_store=store
+    )
+    assert final.state.data["answers"] == ["draft x=ok", "draft y=ok"]
+    assert calls["pre"] == 4  # each branch's generator started over...
+    assert calls["draft:x"] == calls["draft:y"] == 1  # ...but its once() step did not run again

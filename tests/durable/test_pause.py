@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -13,10 +14,11 @@ from selectgraph import (
     CheckpointStore,
     GraphState,
     InMemoryCheckpointStore,
+    InterruptRequest,
     PauseToken,
 )
 from selectgraph.observe._events import CheckpointSaved, RunPaused, RunResumed
-from tests.durable._support import Calls, stored, triggers
+from tests.durable._support import Calls, pending, stored, triggers
 
 
 def _pipeline(calls: Calls, token: PauseToken | None = None) -> AgentGraph:
@@ -281,3 +283,82 @@ def test_a_token_set_in_a_branch_pauses_once_the_fan_out_joined(store: Checkpoin
     assert final.stop_reason == "end"
     assert calls["k"] == 1
     assert calls["j"] == 1
+
+
+def _gated(calls: Calls) -> AgentGraph:
+    """a -> b -> c with a graph-level gate before b (seed 000's pause_nodes)."""
+
+    def node(name: str) -> Any:
+        def run(state: GraphState) -> dict[str, Any]:
+            calls.hit(name)
+            return {name: state.data.get("fix", 0)}
+
+        return run
+
+    graph = AgentGraph("gated", pause_before=["b"])
+    for name in "abc":
+        graph.add_node(name, node(name))
+    graph.add_edge("a", "b")
+    graph.add_edge("b", "c")
+    graph.add_edge("c", END)
+    return graph
+
+
+def test_a_graph_level_gate_pauses_and_continuing_passes_it_once(store: CheckpointStore) -> None:
+    calls = Calls()
+    graph = _gated(calls)
+    assert graph.run({}, checkpoint_store=store, run_id="gl").stop_reason == "paused"
+    assert calls.order == ["a"]
+    final = graph.run(None, checkpoint_store=store, run_id="gl")
+    assert final.stop_reason == "end"
+    assert calls.order == ["a", "b", "c"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: after update_state at a pause_before gate, continuing pauses at the same "
+    "gate again without running the node (skip_gate is set only when the head's trigger "
+    "is 'pause'; the update checkpoint's trigger is 'update')",
+)
+def test_editing_the_state_at_a_gate_then_continuing_runs_the_node(
+    store: CheckpointStore,
+) -> None:
+    calls = Calls()
+    graph = _gated(calls)
+    graph.run({}, checkpoint_store=store, run_id="ed")
+    graph.update_state("ed", {"fix": 7}, checkpoint_store=store)
+    final = graph.run(None, checkpoint_store=store, run_id="ed")
+    assert final.stop_reason == "end"
+    assert dict(final.state.data) == {"a": 0, "fix": 7, "b": 7, "c": 7}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a generator node that is also a pause_before gate: resume() after its "
+    "interrupt stops at the gate again ('pause' checkpoint, answers not kept), and "
+    "continuing then asks the answered question again under the same id",
+)
+@pytest.mark.parametrize("live", [True, False], ids=["live", "replay"])
+def test_answering_a_gated_generator_node_finishes_it(store: CheckpointStore, live: bool) -> None:
+    calls = Calls()
+
+    def ask(state: GraphState) -> Generator[Any, Any, Any]:
+        calls.hit("ask")
+        state.data["answer"] = yield InterruptRequest("approve?")
+
+    def build() -> AgentGraph:
+        graph = AgentGraph("gated-ask", pause_before=["ask"])
+        graph.add_node("s", lambda s: {"s": 1})
+        graph.add_node("ask", ask, next_node=END)
+        graph.add_edge("s", "ask")
+        return graph
+
+    graph = build()
+    assert graph.run({}, checkpoint_store=store, run_id="ga").stop_reason == "paused"
+    asked = graph.run(None, checkpoint_store=store, run_id="ga")
+    assert asked.interrupted
+    if not live:
+        graph = build()
+    final = graph.resume(pending(asked), "yes", checkpoint_store=store)
+    assert final.stop_reason == "end"
+    assert final.state.data["answer"] == "yes"

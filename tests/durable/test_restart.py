@@ -5,10 +5,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
-from selectgraph import SQLiteCheckpointStore
+from selectgraph import (
+    END,
+    AgentGraph,
+    GraphState,
+    InMemoryCheckpointStore,
+    InterruptRequest,
+    SQLiteCheckpointStore,
+)
 from selectgraph.runtime import _durable
 from tests.durable import _restart
 from tests.durable._support import pending, triggers
@@ -136,3 +144,26 @@ def test_a_started_run_resumes_in_another_process(tmp_path: Path) -> None:
     assert counted["prepare"] == 1
     assert counted["review_pre"] == 2
     assert counted["publish"] == 1
+
+
+def test_a_paused_run_pushed_out_of_memory_resumes_by_replay(tmp_path: Path) -> None:
+    """Only the latest paused runs stay in memory; an older one resumes from the store."""
+    log = tmp_path / "log"
+    graph = _restart.build(log)
+    with SQLiteCheckpointStore(tmp_path / "x.db") as store:
+        first = graph.run({}, checkpoint_store=store, run_id="old")
+        others = _durable._MAX_PAUSED + 5
+        plain = AgentGraph("many")
+        plain.add_node("ask", _ask_once, next_node=END)
+        memory = InMemoryCheckpointStore()
+        for index in range(others):
+            plain.run({}, checkpoint_store=memory, run_id=f"r{index}")
+        assert _durable.paused_run(pending(first)) is None
+        second = graph.resume(pending(first), "yes", checkpoint_store=store)
+    assert second.interrupt_id == "old|2:review|1"
+    assert _restart.counts(log)["review_pre"] == 2  # replayed, not continued in memory
+    assert _restart.counts(log)["once"] == 1
+
+
+def _ask_once(state: GraphState) -> Generator[Any, Any, Any]:
+    state.data["answer"] = yield InterruptRequest("q")
