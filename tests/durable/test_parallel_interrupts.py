@@ -426,3 +426,48 @@ async def test_async_once_steps_are_kept_per_branch_across_a_replay(
     assert final.state.data["answers"] == ["draft x=ok", "draft y=ok"]
     assert calls["pre"] == 4  # each branch's generator started over...
     assert calls["draft:x"] == calls["draft:y"] == 1  # ...but its once() step did not run again
+
+
+def _nested_parent(calls: Calls) -> AgentGraph:
+    from tests.durable.test_subgraph_interrupts import _parent
+
+    return _parent(calls, "add_subgraph")
+
+
+SHAPES = {
+    "list-edge": _list_fan_out,
+    "scatter": _scatter,
+    "group": _group,
+    "loop": _loop,
+    "subgraph-in-branch": _subgraph_in_a_branch,
+    "subgraph": _nested_parent,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_live_and_replayed_resumes_leave_the_same_run(store: CheckpointStore, shape: str) -> None:
+    """Answering every question "ok" until the end: the same state, history and step count."""
+    build = SHAPES[shape]
+    finals: list[Any] = []
+    for live in (True, False):
+        run_id = f"{shape}-{live}"
+        calls = Calls()
+        graph = build(calls)
+        result = graph.run({}, checkpoint_store=store, run_id=run_id)
+        assert result.interrupted
+        while result.interrupted:
+            if not live:
+                graph = build(calls)
+            result = graph.resume({i.id: "ok" for i in result.interrupts}, checkpoint_store=store)
+        assert result.stop_reason == "end"
+        saved = graph.get_state(run_id, checkpoint_store=store)
+        assert saved.values == dict(result.state.data)
+        assert [n for n, _ in saved.state.history] == [n for n, _ in result.state.history]
+        finals.append(result)
+    live_result, replayed = finals
+    assert dict(live_result.state.data) == dict(replayed.state.data)
+    assert [n for n, _ in live_result.state.history] == [n for n, _ in replayed.state.history]
+    assert live_result.steps == replayed.steps
+    assert {k: len(v) for k, v in live_result.node_results.items()} == {
+        k: len(v) for k, v in replayed.node_results.items()
+    }
