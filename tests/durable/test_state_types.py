@@ -11,6 +11,7 @@ from selectgraph import (
     END,
     AgentGraph,
     CheckpointStore,
+    ErrorPolicy,
     GraphState,
     InterruptRequest,
     Message,
@@ -202,3 +203,33 @@ def test_an_unencodable_answer_is_refused_and_the_question_stays_open_in_process
     _refuse_bad_answer(graph, result.interrupt_id, store)
     final = graph.resume(pending(result), "fine", checkpoint_store=store)
     assert final.state.data["answer"] == "fine"
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["live", "replay"])
+def test_metadata_errors_and_quality_survive_a_resume(store: CheckpointStore, live: bool) -> None:
+    def bad(state: GraphState) -> dict[str, Any]:
+        raise RuntimeError("skipped")
+
+    def ask(state: GraphState) -> Generator[Any, Any, Any]:
+        state.metadata["asked"] = True
+        state.data["answer"] = yield InterruptRequest("q")
+
+    def build() -> AgentGraph:
+        graph = AgentGraph("meta")
+        graph.add_node("s", lambda s: {"s": 1})
+        graph.add_node("bad", bad, error_policy=ErrorPolicy.SKIP)
+        graph.add_node("ask", ask, next_node=END)
+        graph.add_edge("s", "bad")
+        graph.add_edge("bad", "ask")
+        return graph
+
+    graph = build()
+    start = GraphState(data={}, metadata={"request_id": "req-42"})
+    paused = graph.run(start, checkpoint_store=store, run_id="meta")
+    if not live:
+        graph = build()
+    final = graph.resume(pending(paused), "y", checkpoint_store=store)
+    assert final.quality == "degraded"  # the skipped failure still counts after the pause
+    assert final.state.metadata == {"request_id": "req-42", "asked": True}
+    assert [error["node"] for error in final.state.errors] == ["bad"]
+    assert dict(final.state.data) == {"s": 1, "answer": "y"}
