@@ -186,8 +186,8 @@ class Attempt:
     """Self-test only: how this attempt's resume is broken (see ``_buggy_head``)."""
     role: str = ""
     """In a race: ``"live"`` (runs to the interrupt itself, then answers from memory),
-    ``"fresh"`` (a new process answering from the store) or ``"stale"`` (answers after
-    the race is over)."""
+    ``"fresh"`` (a new process answering from the store), ``"continue"`` (carries on a
+    crashed run) or ``"stale"`` (answers after the race is over)."""
     interrupt_id: str = ""
     race_number: int = 0
     """The attempt number the racer logs under once the race starts."""
@@ -389,7 +389,8 @@ def attempt_child(spec: dict[str, str], job: Attempt) -> None:
 
 
 def racer_child(spec: dict[str, str], job: Attempt) -> None:
-    """A racer: get ready, wait for the start, then answer the interrupt (see ``race_trial``)."""
+    """A racer: get ready, wait for the start, then answer the interrupt, or (role
+    ``"continue"``) carry on the crashed run to its end (see ``race_trial``)."""
     store = open_store(spec)
     try:
         install_kill_points(store)
@@ -413,12 +414,24 @@ def racer_child(spec: dict[str, str], job: Attempt) -> None:
             left = 2 if job.kill in NODE_KILLS else 4  # review and finish; their saves
             PROBE.kill_at[job.kill] = 1 + int(job.fraction * left)
         try:
-            result = _call(job, "resume", job.interrupt_id, job.answer, **kwargs)
-            outcome = "won" if result.stop_reason == "end" else f"stopped: {result.stop_reason}"
+            if job.role == "continue":
+                result = drive(store, job, _seen(store, job.run_id))
+            else:
+                result = _call(job, "resume", job.interrupt_id, job.answer, **kwargs)
+            if result is None:
+                outcome = "found it finished"
+            else:
+                outcome = "won" if result.stop_reason == "end" else f"stopped: {result.stop_reason}"
         except CheckpointConflict:
             outcome = "conflict"
         except ResumeError:
             outcome = "resume_error"
+        except Exception as exc:
+            if not isinstance(exc.__cause__, CheckpointConflict):
+                raise
+            # Known bug (tests/crash/test_found_bugs.py): a fan-out branch's lost
+            # put_writes comes out as BranchError, the conflict as its cause.
+            outcome = "conflict (wrapped)"
         PROBE.kill_at.clear()
         after = store.head(job.run_id)
         report = {
@@ -654,6 +667,14 @@ class Harness:
         live = rng.random() < 0.5
         victim = rng.choice([None, None, 0, 1])
         trial.driver = rng.choice(["sync", "sync", "async"])
+        crashed = rng.random() < 0.35
+        if crashed:  # the run was killed; two workers pick it up, with the same answer
+            answers[1] = answers[0]
+            live = False
+            # Not durability "async": two writers can leave its head unloadable, a known
+            # bug (tests/crash/test_found_bugs.py) that would fail every such trial.
+            trial.durability = rng.choice(["sync", "sync", "exit"])
+        trial.notes["kind"] = "crashed" if crashed else "interrupt"
         self.seen = []
         reference = self.reference(trial)
         started = time.perf_counter()
@@ -661,12 +682,23 @@ class Harness:
             e.step for e in self._effects(trial, f"reference-{trial.answer}") if e.kind == "once"
         )
         interrupt_id = f"{trial.run_id}|{step}:review|0"
-        if not live:
+        if crashed:
+            kill = rng.choice((*NODE_KILLS, *SAVE_KILLS, "branch_enter", "paused"))
+            first_job = self._job(
+                trial, "trial", kill=kill, fraction=rng.random(), reference=reference["events"]
+            )
+            first = self.run_child(first_job)
+            self._note_seen(first, first_job.number)
+            if first["killed"]:
+                trial.kills.append(
+                    {"attempt": first_job.number, "planned": kill, "at": first["died"]}
+                )
+        elif not live:
             first = self.run_child(self._job(trial, "trial", stop_at_pause=True))
             self._note_seen(first, self.attempts)
-            if first["error"] is not None:
-                trial.problems.append(f"the run to the interrupt failed: {first['error']}")
-                return trial
+        if not live and first["error"] is not None:
+            trial.problems.append(f"the first attempt failed: {first['error']}")
+            return trial
         ready_r, ready_w = os.pipe()
         go_r, go_w = os.pipe()
         racers = []
@@ -674,12 +706,12 @@ class Harness:
             job = self._job(
                 trial,
                 "trial",
-                role="live" if live and index == 0 else "fresh",
+                role="continue" if crashed else "live" if live and index == 0 else "fresh",
                 answer=answer,
                 interrupt_id=interrupt_id,
                 ready_fd=ready_w,
                 go_fd=go_r,
-                stop_at_pause=True,
+                stop_at_pause=not crashed,
                 kill=rng.choice((*NODE_KILLS, *SAVE_KILLS)) if victim == index else None,
                 fraction=rng.random(),
             )
@@ -729,7 +761,7 @@ class Harness:
             return trial
         final = self.continue_until_done(trial, rng, 0, reference)
         stale = self._stale(trial, interrupt_id)
-        self._judge_race(trial, reports, stale, final, answers)
+        self._judge_race(trial, reports, stale, final, answers, crashed)
         if final is not None:
             stored = str(final["data"]["answer"]).split(":")[0]
             if stored != trial.answer:
@@ -787,8 +819,14 @@ class Harness:
         stale: dict[str, Any],
         final: dict[str, Any] | None,
         answers: list[str],
+        crashed: bool,
     ) -> None:
-        """Exactly one winner, losers that ran nothing, and a stored answer nobody overwrote."""
+        """Exactly one winner, losers that ran nothing, and a stored answer nobody overwrote.
+
+        After a crash (``crashed``) a loser may have run the node it was on before
+        its save was refused (the winner ran it too, and only one completion is
+        stored: the history check sees to that), so "ran nothing" is not asked.
+        """
         problems = trial.problems
         for report in reports:
             if report["error"] is not None:
@@ -803,10 +841,12 @@ class Harness:
         if len(finished) == 2 and sorted(outcomes) not in (
             ["conflict", "won"],
             ["resume_error", "won"],
+            ["found it finished", "won"],
+            ["conflict (wrapped)", "won"],
         ):
             problems.append(f"two racers, outcomes {outcomes}: expected one win and one refusal")
         log = self._effects(trial, "trial")
-        for report in finished:
+        for report in finished if not crashed else []:
             if report["done"]["outcome"] != "won":
                 ran = [e for e in log if e.attempt == report["number"]]
                 if ran:

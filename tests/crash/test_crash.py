@@ -40,7 +40,7 @@ REPLAY = os.environ.get("SELECTGRAPH_CRASH_SEED")
 BASE = int(os.environ.get("SELECTGRAPH_CRASH_BASE") or secrets.randbelow(1_000_000) * 100)
 DEFAULT_KILLS = 200
 SLOW_KILLS = int(os.environ.get("SELECTGRAPH_CRASH_KILLS") or 2000)
-RACES = 16
+RACES = 24
 
 
 def postgres_or_skip() -> None:
@@ -161,17 +161,19 @@ def test_many_kills(store: dict[str, str], tmp_path: Path, request: pytest.Fixtu
 
 
 def test_two_resumers_race(store: dict[str, str], tmp_path: Path) -> None:
-    """Two processes answer one interrupted run at once: one wins, the other is refused and
-    runs nothing, the stored answer is the winner's, and a stale worker changes nothing."""
+    """Two processes pick up one run at once, either answering its interrupt or carrying it
+    on after a crash: one wins, the other is refused (and, answering, runs nothing), the
+    stored answer is the winner's, a stale worker changes nothing, and the run ends as the
+    fault-free run does."""
     result = run_harness(store, tmp_path, "race", seeds=list(range(BASE, BASE + RACES)))
     assert not any(t["problems"] for t in result["trials"]), failures(
         result, "test_two_resumers_race"
     )
     outcomes = [o for t in result["trials"] for o in t["notes"].get("race", [])]
     if REPLAY is None:
-        # The seeds mix both kinds of race, and each kind of refusal can be seen.
-        assert any(o.startswith("live:") for o in outcomes), outcomes
-        assert sum(o.startswith("fresh:") for o in outcomes) > RACES, outcomes
+        # The seeds mix the kinds of race (odds of missing one: below 1e-4).
+        for role in ("live:", "fresh:", "continue:"):
+            assert any(o.startswith(role) for o in outcomes), outcomes
         assert any(o.endswith(":won") for o in outcomes), outcomes
         assert any(o.endswith((":conflict", ":resume_error")) for o in outcomes), outcomes
     print(f"\n{result['store']}: {len(result['trials'])} races, {result['seconds']:.1f} s")
