@@ -132,6 +132,7 @@ class _Compiler:
             observers=graph._observers,
             warnings=[d for d in self.diagnostics if d.severity == "warning"],
             description=graph.description,
+            serializer=serializer_for(graph._state_schema),
         )
 
     # --------------------------------------------------------------- nodes

@@ -142,6 +142,7 @@ class CompiledGraph:
         observers: Sequence[Observer | Listener] = (),
         warnings: Sequence[Diagnostic] = (),
         description: str = "",
+        serializer: StateSerializer | None = None,
     ) -> None:
         self.name = name
         self.entry = entry
@@ -154,6 +155,9 @@ class CompiledGraph:
         self.warnings: tuple[Diagnostic, ...] = tuple(warnings)
         """Non-fatal problems compile found."""
         self.description = description
+        self.serializer = serializer or default_serializer()
+        """Encodes states for checkpoints and restores them: the library's types plus the
+        state schema's own (a run may pass another)."""
         self.is_async = any(
             spec.adapter.is_async or spec.timeout is not None for spec in self.nodes.values()
         ) or any(route.is_async for route in self.routes.values())
@@ -353,7 +357,7 @@ class CompiledGraph:
         return DurableOptions(
             store=store,
             durability=durability,
-            serializer=serializer or default_serializer(),
+            serializer=serializer or self.serializer,
             pause=pause,
             pause_before=before,
             pause_after=after,
@@ -503,7 +507,7 @@ class CompiledGraph:
     ) -> StateSnapshot:
         """The run's latest checkpoint: its state, what runs next and any pending interrupts."""
         return _drive(
-            get_state(self, checkpoint_store, run_id, serializer or default_serializer(), True)
+            get_state(self, checkpoint_store, run_id, serializer or self.serializer, True)
         )
 
     def get_history(
@@ -516,9 +520,7 @@ class CompiledGraph:
     ) -> list[StateSnapshot]:
         """Every checkpoint of the run, newest first; fork from one with ``checkpoint_id=``."""
         return _drive(
-            get_history(
-                self, checkpoint_store, run_id, serializer or default_serializer(), True, limit
-            )
+            get_history(self, checkpoint_store, run_id, serializer or self.serializer, True, limit)
         )
 
     def update_state(

@@ -41,6 +41,7 @@ __all__ = [
     "CheckpointChain",
     "CheckpointKind",
     "apply_delta",
+    "apply_delta_in_place",
     "build_checkpoint",
     "copy_encoded",
     "decode_body",
@@ -322,6 +323,15 @@ def apply_delta(base: Mapping[str, Any], delta: Mapping[str, Any]) -> dict[str, 
     state = copy.deepcopy(dict(base))
     _apply(state, delta, "?")
     return state
+
+
+def apply_delta_in_place(state: dict[str, Any], delta: Any, checkpoint_id: str) -> None:
+    """Apply ``delta`` to ``state`` itself (no copy); errors name ``checkpoint_id``.
+
+    Raises:
+        CheckpointDecodeError: the delta is malformed (names the part of it).
+    """
+    _apply(state, delta, checkpoint_id)
 
 
 def _apply(state: dict[str, Any], delta: Any, checkpoint_id: str) -> None:

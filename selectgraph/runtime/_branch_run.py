@@ -143,9 +143,9 @@ class BranchRun(Run):
             return False
         goto = output.goto
         if goto is not None:
-            return goto is not self.stop_at and goto is not END
+            return goto != self.stop_at and goto is not END
         static = self.graph.routes[spec.name].static_success
-        return static is None or (static.target is not self.stop_at and static.target is not END)
+        return static is None or (static.target != self.stop_at and static.target is not END)
 
     # ------------------------------------------------------------ overrides
     def _complete(self, spec: NodeSpec, output: NodeOutput, visit: int, started: float) -> None:

@@ -74,6 +74,12 @@ class InterruptBook:
     """``"<step>:<branch task id>"`` -> BranchWrites of branches that finished while a
     sibling waited for an answer: the resumed fan-out uses them instead of re-running."""
 
+    def holds_anything(self) -> bool:
+        """Whether a checkpoint must carry part of this book."""
+        return bool(
+            self.answers or self.pending or self.memo or self.branches_done or self.children
+        )
+
     def clear_task(self, task: str) -> None:
         """Forget a task that completed: its answers are consumed, its memo spent."""
         self.memo.pop(task, None)
@@ -156,23 +162,28 @@ class Durable:
         pending_writes: dict[str, list[Any]] | None = None,
     ) -> Checkpoint:
         """Write a checkpoint of ``run`` now (queued, with durability "async")."""
-        checkpoint = self.make(
-            run,
-            trigger,
-            next,
-            interrupts=interrupts,
-            extra=extra,
-            pending_writes=pending_writes,
-        )
-        self.dirty = False
-        if self.durability == "async" and trigger == "node_complete":
-            self._queue(checkpoint)
-        else:
-            await self.flush(run)
-            if run.driven_without_loop:
-                self.store.save(checkpoint, expected_version=checkpoint.version - 1)
+        parent = self.chain.head
+        try:
+            checkpoint = self.make(
+                run,
+                trigger,
+                next,
+                interrupts=interrupts,
+                extra=extra,
+                pending_writes=pending_writes,
+            )
+            if self.durability == "async" and trigger == "node_complete":
+                self._queue(checkpoint)
             else:
-                await self.store.asave(checkpoint, expected_version=checkpoint.version - 1)
+                await self.flush(run)
+                if run.driven_without_loop:
+                    self.store.save(checkpoint, expected_version=checkpoint.version - 1)
+                else:
+                    await self.store.asave(checkpoint, expected_version=checkpoint.version - 1)
+        except BaseException:
+            self._rewind(parent)
+            raise
+        self.dirty = False
         run.recorder.record(
             CheckpointSaved, run.steps, checkpoint.checkpoint_id, trigger, checkpoint.version
         )
@@ -191,6 +202,9 @@ class Durable:
         """The next checkpoint of ``run`` (not yet saved)."""
         state = run.state
         written = run.written_keys
+        if self._rebuild:
+            self.mirror = StateMirror.of(self.serializer, state)
+            self._rebuild = False
         if self.mirror is not None:
             delta: dict[str, Any] | None = self.mirror.update(state, written or ())
             encoded = self.mirror.encoded
@@ -199,6 +213,14 @@ class Durable:
             encoded = state.to_dict(serializer=self.serializer)
         if written:
             written.clear()
+        book = run.book
+        if interrupts is None and book is not None and book.holds_anything():
+            # Questions, answers and finished branches in flight survive any stop.
+            interrupts, held, writes = run._interrupt_records(
+                self.serializer, tuple(book.pending.values())
+            )
+            extra = {**held, **(extra or {})}
+            pending_writes = pending_writes or writes
         # Visit counts are not stored: the history a checkpoint holds says them.
         metadata: dict[str, Any] = {"trigger": trigger}
         if run.usage.total_tokens or run.usage.cost_usd:
@@ -231,6 +253,19 @@ class Durable:
                 lambda: store.save(checkpoint, expected_version=checkpoint.version - 1)
             )
         )
+
+    def _rewind(self, head: Checkpoint | None) -> None:
+        """After a failed write: the next checkpoint follows ``head`` again, as a full snapshot.
+
+        The mirror may have taken in changes that were never stored; it is
+        rebuilt from the state at the next write.
+        """
+        self.chain = CheckpointChain(self.run_id, parent=head)
+        if self.mirror is not None:
+            self.mirror = None
+            self._rebuild = True
+
+    _rebuild = False
 
     def pending_writes(self) -> list[concurrent.futures.Future[None]]:
         """Writes queued and maybe not yet stored (durability "async")."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from selectgraph._errors import ResumeError
 from selectgraph._sentinels import END
@@ -18,13 +18,13 @@ from selectgraph._serialization import StateSerializer, default_serializer
 from selectgraph._usage import NO_USAGE, Usage
 from selectgraph.graph._interrupts import Interrupt, interrupt_run_id
 from selectgraph.graph._output import NodeOutput
-from selectgraph.graph._state import GraphState
+from selectgraph.graph._state import GraphState, _decode_history_entry
 from selectgraph.observe._recorder import EventRecorder, Listener
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._records import (
     Checkpoint,
     CheckpointChain,
-    apply_delta,
+    apply_delta_in_place,
     copy_encoded,
 )
 from selectgraph.runtime._durable import (
@@ -210,14 +210,20 @@ def _snapshot(
     checkpoint: Checkpoint,
     encoded: dict[str, Any],
     serializer: StateSerializer,
+    history: list[Any] | None = None,
 ) -> Any:
     pending, _ = _decode_interrupts(checkpoint, serializer)
     next_, after = _next_nodes(graph, checkpoint)
+    if history is None:
+        state = GraphState.from_dict(encoded, serializer=serializer)
+    else:  # its history already decoded (entries are shared, read-only, between snapshots)
+        state = GraphState.from_dict({**encoded, "history": []}, serializer=serializer)
+        state.history.extend(history)
     return StateSnapshot(
         run_id=checkpoint.run_id,
         checkpoint_id=checkpoint.checkpoint_id,
         step=checkpoint.step,
-        state=GraphState.from_dict(encoded, serializer=serializer),
+        state=state,
         next=next_,
         after=after,
         interrupts=tuple(pending.values()),
@@ -301,9 +307,16 @@ def _restored_run(
         pause_before=options.pause_before,
         pause_after=options.pause_after,
     )
-    if checkpoint.metadata.get("trigger") == "pause" and isinstance(checkpoint.next[0], str):
-        run.durable.skip_gate = checkpoint.next[0]  # continuing through the gate it paused at
+    trigger = checkpoint.metadata.get("trigger")
+    if checkpoint.next and isinstance(checkpoint.next[0], str) and trigger not in _GATED:
+        # The run reached this node's gate before (it paused there, or the node
+        # started): continuing goes through the gate, once.
+        run.durable.skip_gate = checkpoint.next[0]
     return run
+
+
+_GATED: Final = ("input", "max_steps")
+"""Triggers of a checkpoint whose next node has not met its pause_before gate yet."""
 
 
 def continue_child(
@@ -323,6 +336,15 @@ def continue_child(
         run = paused
         run.sleep = sleep
         run.resumed_live = True
+        run.recorder = EventRecorder(
+            parent.run_id,
+            child.name,
+            (*parent.namespace, node),
+            child._listeners,
+            parent=parent.recorder,
+        )
+        if run.recorder.branch is not None:
+            run.branch = run.recorder.branch
         next_ = run._resume_next
     else:
         recorder = EventRecorder(
@@ -503,7 +525,7 @@ async def resume_run(
                 live.drop_live()
                 live = None
     if live is not None:
-        return await _resume_live(live, answers, sleep)
+        return await _resume_live(live, answers, sleep, options, listeners)
     if options is None:
         raise ResumeError(
             f"run {run_id!r} is not paused in this process and no checkpoint_store was given; "
@@ -583,9 +605,10 @@ async def _record_answers(run: Run, answers: Mapping[str, Any], next_: list[Any]
     durable = run.durable
     if durable is None:
         return
-    pending = tuple(book.pending.values())
-    records, extra, writes = run._interrupt_records(durable.serializer, pending)
     try:
+        # Encoding is inside: an answer that is not JSON data changes nothing either.
+        pending = tuple(book.pending.values())
+        records, extra, writes = run._interrupt_records(durable.serializer, pending)
         await durable.write(
             run, "answer", next_, interrupts=records, extra=extra, pending_writes=writes
         )
@@ -594,11 +617,28 @@ async def _record_answers(run: Run, answers: Mapping[str, Any], next_: list[Any]
         raise
 
 
-async def _resume_live(run: Run, answers: Mapping[str, Any], sleep: Sleep) -> Any:
+async def _resume_live(
+    run: Run,
+    answers: Mapping[str, Any],
+    sleep: Sleep,
+    options: DurableOptions | None,
+    listeners: Sequence[Listener],
+) -> Any:
     book = run._ensure_book()
     _check_answers(run.run_id, answers, book.pending)
+    # The continued run reports like a replayed one: its own events, observers and time.
+    run.recorder = EventRecorder(
+        run.run_id, run.graph.name, run.namespace, (*run.graph._listeners, *listeners)
+    )
+    run.restart_clock()
     run.sleep = sleep
     durable = run.durable
+    if durable is not None and options is not None:
+        durable.pause = options.pause
+        if options.durability != "exit" and durable.mirror is None:
+            durable.mirror = StateMirror.of(durable.serializer, run.state)
+            run.written_keys = set()
+        durable.durability = options.durability
     next_: list[Any]
     if durable is not None and durable.head is not None:
         next_ = list(durable.head.next)
@@ -613,6 +653,8 @@ async def _resume_live(run: Run, answers: Mapping[str, Any], sleep: Sleep) -> An
     target: Any = entry if isinstance(entry, str) else (entry["after"], True, None)
     if run._resume_branches is not None:
         target, run._resume_branches = run._resume_branches, None  # not routed again
+    elif durable is not None and isinstance(target, str):
+        durable.skip_gate = target  # the paused node already passed its gate
     return await run.walk(target)
 
 
@@ -643,22 +685,54 @@ async def get_history(
     blocking: bool,
     limit: int | None,
 ) -> list[StateSnapshot]:
-    """Every checkpoint of the run, newest first (at most ``limit``)."""
-    checkpoints = store.list(run_id) if blocking else await store.alist(run_id)
-    if not checkpoints:
+    """Every checkpoint of the run, newest first (the newest ``limit`` of them).
+
+    States are rebuilt oldest first, applying each delta in place, and the
+    history (which only grows) is decoded once per entry, not once per
+    checkpoint, so listing a long run stays close to linear.
+    """
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+    head = await _head(store, run_id, blocking)
+    if head is None:
         raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
+    if limit == 0:
+        return []
+    if limit is None:
+        checkpoints = store.list(run_id) if blocking else await store.alist(run_id)
+    else:
+        before = head.checkpoint_id
+        older = (
+            (
+                store.list(run_id, limit=limit - 1, before=before)
+                if blocking
+                else await store.alist(run_id, limit=limit - 1, before=before)
+            )
+            if limit > 1
+            else []
+        )
+        checkpoints = [*older, head]
     snapshots: list[StateSnapshot] = []
-    state: dict[str, Any] | None = None
+    working: dict[str, Any] | None = None
+    history: list[Any] = []
+    history_source: Any = None
     for checkpoint in checkpoints:
         if checkpoint.kind == "snapshot":
-            state = copy_encoded(checkpoint.values)
-        elif state is None:  # the chain starts before the first listed one (deleted)
-            state = await _load_state(store, checkpoint.checkpoint_id, blocking)
+            working = copy_encoded(checkpoint.values)
+        elif working is None:  # the first one listed is a delta: rebuild it from its chain
+            working = await _load_state(store, checkpoint.checkpoint_id, blocking)
         else:
-            state = apply_delta(state, checkpoint.values)
-        snapshots.append(_snapshot(graph, checkpoint, state, serializer))
+            apply_delta_in_place(working, checkpoint.values, checkpoint.checkpoint_id)
+        encoded_history = working.get("history", [])
+        if encoded_history is not history_source or len(history) > len(encoded_history):
+            history, history_source = [], encoded_history  # replaced: decode it afresh
+        for i in range(len(history), len(encoded_history)):
+            history.append(
+                _decode_history_entry(encoded_history[i], f"history[{i}]", serializer.decode)
+            )
+        snapshots.append(_snapshot(graph, checkpoint, working, serializer, history))
     snapshots.reverse()
-    return snapshots if limit is None else snapshots[:limit]
+    return snapshots
 
 
 async def update_state(
@@ -696,6 +770,9 @@ async def update_state(
     writer = as_node or "update_state"
     output = NodeOutput(dict(values))
     run._merger.merge(run.state, output, writer, run.steps)
+    if graph.schema.model is not None:
+        # Checked now, not when the continued run exits: nothing invalid is saved.
+        graph.schema.validate_exit(run.state.data, state=run.state)
     if run.written_keys is not None:
         run.written_keys.update(output.written_keys())
     durable = run.durable

@@ -321,7 +321,11 @@ class Run:
             if type(target) is tuple:  # continued from a checkpoint taken after a node
                 name, ok, goto = target
                 target = await self.route_after(name, ok, goto)
-            while target is not END and target is not stop_at:
+            # Names are compared by value past the identity check: a router may return
+            # an equal string that is not the node's own name object.
+            while target is not END and not (
+                target is stop_at or (stop_at is not None and target == stop_at)
+            ):
                 if type(target) is Branches:
                     self._fan_out_source = name
                     stop = await self._fan_out_from(name, target)  # type: ignore[assignment]
@@ -472,7 +476,7 @@ class Run:
                     elif self._unchanged:
                         self._unchanged = 0
             else:
-                stop = "join" if target is stop_at else "end"
+                stop = "end" if target is END and stop_at is not END else "join"
             if not top:
                 return stop
             if durable is not None:
@@ -493,7 +497,7 @@ class Run:
             if top:
                 self._attach(error)
                 if durable is not None:
-                    await self._save_failure(error, name)
+                    await self._save_failure(error, name, type(target) is Branches)
             raise
         except Exception as exc:
             if top:
@@ -852,6 +856,9 @@ class Run:
         """
         from selectgraph.runtime._branch_run import BranchRun
 
+        durable = self.durable
+        if durable is not None and (durable.pause_before or durable.pause_after):
+            self._refuse_gated_branches(plan, durable.pause_before | durable.pause_after)
         options = plan.options
         mode = options.failure_mode
         step = self.steps
@@ -891,7 +898,7 @@ class Run:
             if quick is not None:
                 quick_nodes.append(task.node)  # a visit, whether it succeeds or not
                 writes, goto = await self._quick_branch(task, quick, step, plan.join)
-                if single or goto is None or goto is plan.join or goto is END:
+                if single or goto is None or goto == plan.join or goto is END:
                     return writes
                 # The node chose where its branch goes on: walk it from there.
                 walker = BranchRun(self, task, plan.join, False, abort, writes)
@@ -956,6 +963,13 @@ class Run:
         failure: BranchError | None = None
         try:
             if failed and (mode == "fail_all" or (mode == "continue_others" and not done)):
+                if self.durable is not None:
+                    # Kept with the failure's checkpoint: continuing the run after a
+                    # fix runs only the branches that did not finish.
+                    kept = self._ensure_book().branches_done
+                    for task, outcome in zip(plan.tasks, outcomes, strict=True):
+                        if type(outcome) is BranchWrites:
+                            kept[f"{step}:{task.ref.task_id}"] = outcome
                 done = []  # a failed fan-out merges nothing
                 failure = self._branch_error(plan, *failed[0])
             else:
@@ -980,6 +994,18 @@ class Run:
         if any(branch.hit_limit for branch in runs):
             return None
         return not (failed_any and mode == "wait_all"), None
+
+    def _refuse_gated_branches(self, plan: FanOutPlan, gated: frozenset[str]) -> None:
+        """A pause gate on a node that runs as a branch would never fire: say so."""
+        for task in plan.tasks:
+            if task.node in gated:
+                raise RoutingError(
+                    f"node {task.node!r} has a pause gate (pause_before/pause_after) but runs "
+                    f"as a branch of the fan-out from {plan.source!r}; gates stop a run only "
+                    "between nodes outside fan-outs. Gate the fan-out's source or its join, "
+                    "or ask from the branch with a generator node (yield InterruptRequest)",
+                    node=task.node,
+                )
 
     async def _keep_branch_writes(self, key: str, writes: BranchWrites) -> None:
         """Store a finished branch's writes under the run's head checkpoint (pending writes)."""
@@ -1032,7 +1058,7 @@ class Run:
         routes = self.graph.routes[node]
         static = routes.static_success
         ends_there = join is None or (
-            static is not None and (static.target is join or static.target is END)
+            static is not None and (static.target == join or static.target is END)
         )
         plain = (
             spec.group is None
@@ -1361,6 +1387,10 @@ class Run:
         """Entries of ``state.history`` that predate this run."""
         return self._history_start
 
+    def restart_clock(self) -> None:
+        """Time the run from now (a paused run continued in memory)."""
+        self._started = perf_counter()
+
     def restore(self, *, steps: int, visits: dict[str, int], usage: Usage, degraded: bool) -> None:
         """Take up the counters of a run continued from a checkpoint."""
         self.steps = steps
@@ -1575,14 +1605,19 @@ class Run:
             return self._stop_at_limit(self._stopped_at)
         return self._finish("end" if stop == "join" else stop)
 
-    def _resume_point(self, name: str) -> list[Any]:
+    def _resume_point(self, name: str, in_fan_out: bool = False) -> list[Any]:
         """Where a run that stopped inside ``name`` continues, rolling back its unfinished visit."""
         from selectgraph.runtime._durable import encode_next
 
         durable = self.durable
         assert durable is not None
-        if durable.completed is not None and durable.completed[0] == self.steps:
-            _, node, ok, goto = durable.completed  # the node finished; routing did not
+        completed = durable.completed
+        if completed is not None and (
+            completed[0] == self.steps or (in_fan_out and completed[1] == name)
+        ):
+            # The node finished; what came after it (routing, a fan-out) did not.
+            step, node, ok, goto = completed
+            self.steps = step
             return encode_next("after", node, ok=ok, goto=goto)
         if not name or name not in self.graph.nodes:
             return [self.graph.entry] if not self.steps else []
@@ -1594,14 +1629,17 @@ class Run:
             self._visits.pop(name, None)
         return [name]
 
-    async def _save_failure(self, error: GraphRunError, name: str) -> None:
+    async def _save_failure(self, error: GraphRunError, name: str, in_fan_out: bool) -> None:
         """Checkpoint a failed run so it can be fixed and continued; never hides ``error``."""
         durable = self.durable
         assert durable is not None
         try:
             await durable.flush(self)
             checkpoint = await durable.write(
-                self, "error", self._resume_point(error.node or name), extra={"error": str(error)}
+                self,
+                "error",
+                self._resume_point(name if in_fan_out else error.node or name, in_fan_out),
+                extra={"error": str(error)},
             )
             await durable.flush(self)
             self._checkpoint_id = checkpoint.checkpoint_id

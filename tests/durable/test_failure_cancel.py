@@ -264,12 +264,6 @@ def test_a_failed_parallel_group_continues_without_rerunning_the_node_before_it(
     assert calls["j"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: when a branch of a list fan-out edge fails, the error checkpoint's next is "
-    "['s'] (the source node, which completed) instead of [{'after': 's'}]: continuing "
-    "re-runs s and applies its update twice",
-)
 def test_a_failed_fan_out_edge_continues_without_rerunning_its_source(
     store: CheckpointStore,
 ) -> None:
@@ -286,12 +280,6 @@ def test_a_failed_fan_out_edge_continues_without_rerunning_its_source(
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["live", "replay"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a generator node failing after an answered yield writes an error checkpoint "
-    "without the answers: continuing after the fix asks the human the same question again, "
-    "under the id already answered",
-)
 def test_a_generator_failing_after_its_answer_keeps_the_answer(
     store: CheckpointStore, live: bool
 ) -> None:

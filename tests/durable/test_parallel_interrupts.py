@@ -371,13 +371,6 @@ def test_async_generator_branches_with_blocking_run_and_resume(store: Checkpoint
     assert calls.counts == {"ask": 1, "other": 1, "join": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the runner compares node names by identity (walk: `target is not stop_at`, "
-    "_branch_run/_run: `static.target is join`): a join node whose name is an equal but "
-    "distinct str (built at run time, read from YAML/JSON) is not recognised, so every "
-    "branch walks through it and it runs once per branch plus once after the join",
-)
 def test_a_join_node_named_by_an_equal_but_distinct_string_runs_once() -> None:
     calls = Calls()
     join_name = "".join(["jo", "in"])  # == "join", another object

@@ -42,19 +42,11 @@ def _paused(store: CheckpointStore, calls: Calls, live: bool) -> tuple[AgentGrap
     return (graph if live else _build(calls)), result.interrupt_id
 
 
-LIVE_IGNORES_OPTIONS = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an in-process (live) resume ignores resume()'s pause=, observers= and "
-    "durability=: _resume_live continues the paused Run with the options of the first run(); "
-    "the replay path honours them",
-)
-
-
 def _live_and_replay(test: Any) -> Any:
     return pytest.mark.parametrize(
         "live",
         [
-            pytest.param(True, id="live", marks=LIVE_IGNORES_OPTIONS),
+            pytest.param(True, id="live"),
             pytest.param(False, id="replay"),
         ],
     )(test)
@@ -118,13 +110,6 @@ def test_a_live_resume_is_reported_as_live(store: CheckpointStore) -> None:
     assert [e.live for e in resumed] == [False]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the result of resume() depends on whether the run was still in memory: a "
-    "live resume's trace (and node_order, duration_ms) also holds the first call's events "
-    "(node_order ['s', 'ask', 'ask', 'z']), a replayed one only the continuation "
-    "(['ask', 'z'])",
-)
 def test_a_resume_result_is_the_same_live_or_replayed(store: CheckpointStore) -> None:
     def ask(state: GraphState) -> Generator[Any, Any, Any]:
         state.data["answer"] = yield InterruptRequest("q")

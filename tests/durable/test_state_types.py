@@ -76,12 +76,6 @@ def test_a_schema_model_round_trips_with_a_schema_serializer(store: CheckpointSt
     assert final.state.data["n"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a graph's own state_schema types are not allowed by the default serializer "
-    "of run(checkpoint_store=...): its checkpoints cannot be continued without "
-    "serializer=StateSerializer(state_schema=...)",
-)
 def test_a_graph_can_continue_its_own_schema_types_by_default(store: CheckpointStore) -> None:
     graph = _two_steps(lambda s: {"item": Item(name="nut")}, state_schema=Order)
     graph.run({}, checkpoint_store=store, run_id="d", pause_after=["first"])
@@ -188,12 +182,6 @@ def test_an_unencodable_answer_is_refused_and_the_question_stays_open_on_replay(
     assert final.state.data["answer"] == "fine"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _record_answers encodes the answers outside its try/rollback, so a live "
-    "paused run keeps the unencodable answer and forgets the question: the retry gets "
-    "ResumeError 'not pending (pending: none)' although nothing was saved",
-)
 def test_an_unencodable_answer_is_refused_and_the_question_stays_open_in_process(
     store: CheckpointStore,
 ) -> None:

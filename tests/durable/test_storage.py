@@ -74,11 +74,6 @@ def test_the_file_store_also_keeps_deltas(tmp_path: Path) -> None:
     assert total < 60 * BLOB // 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: get_history(limit=k) decodes every checkpoint of the run and slices after; "
-    "on a 1000-step run limit=3 costs as much as the whole history (~7 s)",
-)
 def test_get_history_with_a_limit_decodes_only_what_it_returns(
     store: CheckpointStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
