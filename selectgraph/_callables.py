@@ -24,6 +24,7 @@ __all__ = [
     "module_allowed",
     "parse_reference",
     "positional_arity",
+    "takes_context",
 ]
 
 
@@ -72,6 +73,38 @@ def positional_arity(fn: Callable[..., Any]) -> int | None:
         ):
             count += 1
     return count
+
+
+def takes_context(fn: Callable[..., Any]) -> bool:
+    """Whether a node function wants the NodeContext as its second argument.
+
+    It does when its second positional parameter is required, or is named
+    ``context``/``ctx``, or is annotated as a NodeContext. A second parameter
+    with a default under another name (``lambda s, name=name: ...``, the usual
+    way to bind a loop variable) is the function's own, and is left alone.
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.VAR_POSITIONAL,
+        )
+    ]
+    if len(positional) < 2:
+        return False
+    second = positional[1]
+    if second.kind is inspect.Parameter.VAR_POSITIONAL:
+        return True  # def node(state, *rest): it accepts the context
+    if second.default is inspect.Parameter.empty or second.name in ("context", "ctx"):
+        return True
+    return "NodeContext" in str(second.annotation)
 
 
 def callable_name(fn: Any) -> str:

@@ -11,6 +11,7 @@ from selectgraph._callables import (
     is_async_callable,
     is_generator_callable,
     positional_arity,
+    takes_context,
 )
 from selectgraph.graph._nodes import NodeAdapter, NodeContext
 from selectgraph.graph._views import StateView
@@ -42,7 +43,7 @@ class FunctionAdapter:
         self.fn = fn
         self.name = callable_name(fn)
         self.is_async = is_async_callable(fn)
-        self.wants_context = arity is not None and arity >= 2
+        self.wants_context = takes_context(fn)
 
     async def __call__(self, state: StateView, context: NodeContext | None) -> Any:
         result = self.fn(state, context) if self.wants_context else self.fn(state)

@@ -19,7 +19,12 @@ import sys
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from typing import Any, Protocol
 
-from selectgraph._callables import callable_name, is_generator_callable, positional_arity
+from selectgraph._callables import (
+    callable_name,
+    is_generator_callable,
+    positional_arity,
+    takes_context,
+)
 from selectgraph._errors import NodeContractError
 from selectgraph.graph._directives import Directive
 from selectgraph.graph._interrupts import Interrupt, InterruptRequest, NodeInterrupt
@@ -76,7 +81,7 @@ class GeneratorAdapter:
         self.node = name
         self.name = callable_name(fn)
         self.is_async = is_generator_callable(fn) and _is_async_generator(fn)
-        self.takes_context = arity is None or arity >= 2
+        self.takes_context = takes_context(fn)
 
     async def __call__(self, state: StateView, context: NodeContext | None) -> NodeOutput:
         assert context is not None  # wants_context

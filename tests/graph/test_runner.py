@@ -450,3 +450,25 @@ def test_a_wrong_type_in_a_schema_field_names_the_node_that_wrote_it() -> None:
     assert info.value.step == 1
     assert "count" in str(info.value)
     assert "node 'first'" in str(info.value)
+
+
+def test_a_defaulted_second_parameter_is_the_functions_own_not_the_context() -> None:
+    graph = AgentGraph("bound")
+    for name in ("a", "b"):
+        graph.add_node(name, lambda state, name=name: {name: name})  # binds the loop variable
+    graph.add_edge("a", "b")
+    graph.add_edge("b", END)
+    assert graph.run({}).state.data == {"a": "a", "b": "b"}
+
+    def named(state: GraphState, context: NodeContext | None = None) -> dict[str, Any]:
+        return {"node": None if context is None else context.node}
+
+    def annotated(state: GraphState, info: NodeContext | None = None) -> dict[str, Any]:
+        return {"step": None if info is None else info.step}
+
+    graph = AgentGraph("ctx")
+    graph.add_node("named", named)
+    graph.add_node("annotated", annotated)
+    graph.add_edge("named", "annotated")
+    graph.add_edge("annotated", END)
+    assert graph.run({}).state.data == {"node": "named", "step": 2}
