@@ -247,12 +247,23 @@ class Durable:
             self._writer = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix="selectgraph-checkpoint"
             )
-        store = self.store
-        self._queued.append(
-            self._writer.submit(
-                lambda: store.save(checkpoint, expected_version=checkpoint.version - 1)
-            )
-        )
+        self._queued.append(self._writer.submit(self._write_queued, checkpoint))
+
+    _write_failed: BaseException | None = None
+    """The first queued write that failed: every later one builds on it and is dropped."""
+
+    def _write_queued(self, checkpoint: Checkpoint) -> None:
+        # Runs on the writer thread, one write at a time, in order.
+        failed = self._write_failed
+        if failed is not None:
+            # Its parent was never stored (another writer won the run, say): storing it
+            # would leave the run's head pointing at a missing parent.
+            raise failed
+        try:
+            self.store.save(checkpoint, expected_version=checkpoint.version - 1)
+        except BaseException as error:
+            self._write_failed = error
+            raise
 
     def _rewind(self, head: Checkpoint | None) -> None:
         """After a failed write: the next checkpoint follows ``head`` again, as a full snapshot.

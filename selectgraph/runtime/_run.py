@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from selectgraph._errors import (
     BranchError,
+    CheckpointConflict,
     GraphRunError,
     LoopDetected,
     MaxStepsExceeded,
@@ -920,6 +921,10 @@ class Run:
         done: list[BranchWrites] = []
         failed: list[tuple[BranchTask, BaseException]] = []
         cancelled: list[str] = []
+        lost = self._lost_run
+        if lost is not None:
+            self._lost_run = None
+            raise lost
         asked = [o for o in outcomes if type(o) is NodeInterrupt]
         if asked and not any(
             isinstance(o, Exception) and not isinstance(o, BranchAborted) for o in outcomes
@@ -995,6 +1000,9 @@ class Run:
             return None
         return not (failed_any and mode == "wait_all"), None
 
+    _lost_run: CheckpointConflict | None = None
+    """Set when storing a branch's writes found that another writer moved the run on."""
+
     def _refuse_gated_branches(self, plan: FanOutPlan, gated: frozenset[str]) -> None:
         """A pause gate on a node that runs as a branch would never fire: say so."""
         for task in plan.tasks:
@@ -1017,10 +1025,14 @@ class Run:
         from selectgraph.runtime._pending import encode_branch_writes
 
         record = encode_branch_writes(writes, durable.serializer, f"pending_writes[{key!r}]")
-        if self.driven_without_loop:
-            durable.store.put_writes(self.run_id, head.checkpoint_id, key, [record])
-        else:
-            await durable.store.aput_writes(self.run_id, head.checkpoint_id, key, [record])
+        try:
+            if self.driven_without_loop:
+                durable.store.put_writes(self.run_id, head.checkpoint_id, key, [record])
+            else:
+                await durable.store.aput_writes(self.run_id, head.checkpoint_id, key, [record])
+        except CheckpointConflict as conflict:
+            # Another writer owns the run now: not this branch's failure, the run's.
+            self._lost_run = conflict
 
     def _close_failed_node(self, task: BranchTask, exc: BaseException, step: int) -> None:
         """A NodeFinished for the node a failed branch stopped in, so no node is left open."""
