@@ -3,9 +3,11 @@
 Pure functions over plain data, so they can be tested on hand-made logs (and
 shown to flag a re-run) without any process being killed.
 
-The rule: a node whose completion a committed checkpoint records (its visit
-count in the head's ``metadata["visits"]``) must never run again; a node that
-was killed before that checkpoint committed may run again (at least once).
+The rule: a node whose completion the committed head records (a visit in the
+history its state holds, or in a finished fan-out branch's pending writes)
+must never run again, nor a ``context.once`` step whose result the head
+memoized; a node killed before that record committed may run again (at
+least once).
 The harness reads the head at the start of every attempt, before the attempt
 runs anything, so an effect logged by attempt ``a`` for a visit that the head
 seen at the start of any attempt ``<= a`` already held is a re-run.
@@ -41,7 +43,7 @@ class Seen:
 
     attempt: int
     visits: dict[str, int]
-    """Completed visits per node (the head's ``metadata["visits"]``)."""
+    """Completed visits per node (the last visit of each node the head records)."""
     memo: frozenset[str]
     """Task ids (``"<step>:<node>"``) whose ``context.once`` results are committed."""
 

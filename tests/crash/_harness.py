@@ -5,11 +5,17 @@ process imports selectgraph once and starts no thread, so ``os.fork()`` is
 safe; each child opens its own store (SQLite file, PostgreSQL connections)
 after the fork, runs or continues its trial's run, and either finishes or is
 killed with SIGKILL: by itself at a planned point (inside a node, after a
-node's side effect and before its checkpoint, inside the checkpoint's
-transaction, just after the commit, while paused at the interrupt) or by this
-process on a timer. Then a new child continues the run, and so on until it
-ends; the checker compares the outcome with a fault-free run of the same
-seed. Results go to the JSON file the config names.
+node's side effect and before its checkpoint, mid-fan-out, inside the
+checkpoint's transaction, just after the commit, while paused at the
+interrupt, just after the answer was stored) or by this process on a timer.
+Then a new child continues the run, and so on until it ends; the checker
+compares the outcome with a fault-free run of the same seed. A seed also
+picks the durability (sync, async, exit) and the driver (``run``/``resume``
+or ``arun``/``aresume``). Results go to the JSON file the config names.
+
+Races: two children answer one interrupt at once (both fresh processes, or
+the process that paused against a fresh one), or both carry on one crashed
+run; sometimes one of them is killed too.
 
 Config keys: ``store`` (``{"kind": "sqlite", "target": path}`` or
 ``{"kind": "postgres", "target": url, "schema": name}``), ``workdir``,
@@ -57,6 +63,8 @@ KILL_KINDS = (
     *NODE_KILLS,
     *SAVE_KILLS,
     "branch_enter",
+    "writes_insert",
+    "writes_after",
     "once_effect",
     "paused",
     "saved_answer",
@@ -65,10 +73,12 @@ KILL_KINDS = (
 """Where a child dies: self-inflicted at a counted event, or by the parent on a timer.
 
 ``branch_enter`` dies entering the second, third or fourth node of the fan-out
-(some branches finished and stored their writes), ``save_insert`` inside the
-save's transaction (rows written, no COMMIT), ``save_after`` just after the
-COMMIT (before the runner hears of it), ``paused`` with the run paused at its
-interrupt, ``saved_answer`` just after a resume stored the answer.
+(some branches finished and stored their writes); ``writes_insert`` and
+``writes_after`` inside and just after the transaction that stores a finished
+branch's pending writes; ``save_insert`` inside a save's transaction (rows
+written, no COMMIT); ``save_after`` just after the COMMIT (before the runner
+hears of it); ``paused`` with the run paused at its interrupt;
+``saved_answer`` just after a resume stored the answer.
 """
 
 
@@ -83,15 +93,17 @@ def open_store(spec: dict[str, str]) -> CheckpointStore:
 
 
 class _SQLiteConn:
-    """The SQLite store's connection, with a kill point just before a save commits."""
+    """The SQLite store's connection, with a kill point just before a write commits."""
 
-    def __init__(self, real: Any, armed: Callable[[], bool]) -> None:
+    def __init__(self, real: Any, writing: Callable[[], str | None]) -> None:
         self._real = real
-        self._armed = armed
+        self._writing = writing
 
     def execute(self, sql: str, *args: Any) -> Any:
-        if sql == "COMMIT" and self._armed():
-            PROBE.event("save_insert")  # the rows are written, the transaction is open
+        if sql == "COMMIT":
+            what = self._writing()
+            if what is not None:
+                PROBE.event(f"{what}_insert")  # the rows are written, the transaction is open
         return self._real.execute(sql, *args)
 
     def __getattr__(self, name: str) -> Any:
@@ -99,16 +111,17 @@ class _SQLiteConn:
 
 
 class _PostgresConn:
-    """A pooled PostgreSQL connection with a kill point after a save's INSERT (before COMMIT)."""
+    """A pooled PostgreSQL connection with kill points after a write's INSERT (before COMMIT)."""
 
-    def __init__(self, real: Any, insert: str) -> None:
+    def __init__(self, real: Any, inserts: dict[str, str]) -> None:
         self._real = real
-        self._insert = insert
+        self._inserts = inserts
 
     async def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         cursor = await self._real.execute(query, *args, **kwargs)
-        if query == self._insert:
-            PROBE.event("save_insert")
+        what = self._inserts.get(query) if type(query) is str else None
+        if what is not None:
+            PROBE.event(f"{what}_insert")
         return cursor
 
     def __getattr__(self, name: str) -> Any:
@@ -116,27 +129,37 @@ class _PostgresConn:
 
 
 def install_kill_points(store: Any) -> None:
-    """Count the store's saves as events ``save_before``, ``save_insert`` and ``save_after``."""
-    saving = threading.local()
-    save = store.save
+    """Count the store's writes as events: ``save_before``, ``save_insert`` (in the
+    transaction), ``save_after`` and ``saved_<trigger>`` for checkpoints; ``writes_insert``
+    and ``writes_after`` for a finished branch's pending writes."""
+    writing = threading.local()
+
+    def marked(what: str, call: Callable[[], None]) -> None:
+        writing.what = what
+        try:
+            call()
+        finally:
+            writing.what = None
+
+    save, put_writes = store.save, store.put_writes
 
     def counted_save(checkpoint: Checkpoint, *, expected_version: int) -> None:
         PROBE.event("save_before")
-        saving.on = True
-        try:
-            save(checkpoint, expected_version=expected_version)
-        finally:
-            saving.on = False
+        marked("save", lambda: save(checkpoint, expected_version=expected_version))
         PROBE.event("save_after")  # committed; the runner has not heard yet
         PROBE.event(f"saved_{checkpoint.metadata.get('trigger')}")
 
-    store.save = counted_save
+    def counted_put_writes(run_id: str, checkpoint_id: str, task_id: str, writes: Any) -> None:
+        marked("writes", lambda: put_writes(run_id, checkpoint_id, task_id, writes))
+        PROBE.event("writes_after")
+
+    store.save, store.put_writes = counted_save, counted_put_writes
     if isinstance(store, SQLiteCheckpointStore):
-        store._conn = _SQLiteConn(store._conn, lambda: getattr(saving, "on", False))  # type: ignore[assignment]
+        store._conn = _SQLiteConn(store._conn, lambda: getattr(writing, "what", None))  # type: ignore[assignment]
         return
     if not isinstance(store, PostgresCheckpointStore):
         return  # the in-memory store of the fault-free run: no transaction to die in
-    asave = store.asave
+    asave, aput_writes = store.asave, store.aput_writes
 
     async def counted_asave(checkpoint: Checkpoint, *, expected_version: int) -> None:
         PROBE.event("save_before")
@@ -144,15 +167,22 @@ def install_kill_points(store: Any) -> None:
         PROBE.event("save_after")
         PROBE.event(f"saved_{checkpoint.metadata.get('trigger')}")
 
+    async def counted_aput_writes(
+        run_id: str, checkpoint_id: str, task_id: str, writes: Any
+    ) -> None:
+        await aput_writes(run_id, checkpoint_id, task_id, writes)
+        PROBE.event("writes_after")
+
     store.asave = counted_asave  # type: ignore[method-assign]
+    store.aput_writes = counted_aput_writes  # type: ignore[method-assign]
     pool = store._pool
     connection = pool.connection
-    insert = store._q["insert"]
+    inserts = {store._q["insert"]: "save", store._q["put_writes"]: "writes"}
 
     @asynccontextmanager
     async def wrapped(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         async with connection(*args, **kwargs) as conn:
-            yield _PostgresConn(conn, insert)
+            yield _PostgresConn(conn, inserts)
 
     pool.connection = wrapped  # type: ignore[method-assign]
 
@@ -177,6 +207,8 @@ class Attempt:
     kill: str | None = None
     fraction: float = 0.0
     """Where in the remaining work the planned kill falls (0 to 1)."""
+    kill_index: int = 0
+    """Self-test only: die at exactly this count of the ``kill`` event instead."""
     reference: dict[str, int] = field(default_factory=dict)
     """Event counts of the fault-free run, to place a kill among the events left."""
     stop_at_pause: bool = False
@@ -279,6 +311,9 @@ def _place_kill(job: Attempt, seen: dict[str, Any]) -> None:
     kill = job.kill
     if kill is None or kill == "timer":
         return
+    if job.kill_index:
+        PROBE.kill_at[kill] = job.kill_index
+        return
     reviewed = "review" in seen["visits"]
     if kill == "once_effect" and (reviewed or seen["memo"]):
         kill = "node_enter"
@@ -286,10 +321,15 @@ def _place_kill(job: Attempt, seen: dict[str, Any]) -> None:
         kill = "node_enter"
     if kill == "saved_answer" and (reviewed or seen["trigger"] == "answer"):
         kill = "node_enter"
-    if kill == "branch_enter" and "merge" in seen["visits"]:
+    if kill in ("branch_enter", "writes_insert", "writes_after") and "merge" in seen["visits"]:
         kill = "node_enter"
+    if kill in ("writes_insert", "writes_after") and job.durability != "sync":
+        kill = "branch_enter"  # only sync durability stores branches' writes at once
     if kill == "branch_enter":
         PROBE.kill_at[kill] = 2 + int(job.fraction * 3)
+        return
+    if kill in ("writes_insert", "writes_after"):
+        PROBE.kill_at[kill] = 1 + int(job.fraction * 3)
         return
     if kill in ("once_effect", "paused", "saved_answer"):
         PROBE.kill_at[kill] = 1
@@ -426,12 +466,6 @@ def racer_child(spec: dict[str, str], job: Attempt) -> None:
             outcome = "conflict"
         except ResumeError:
             outcome = "resume_error"
-        except Exception as exc:
-            if not isinstance(exc.__cause__, CheckpointConflict):
-                raise
-            # Known bug (tests/crash/test_found_bugs.py): a fan-out branch's lost
-            # put_writes comes out as BranchError, the conflict as its cause.
-            outcome = "conflict (wrapped)"
         PROBE.kill_at.clear()
         after = store.head(job.run_id)
         report = {
@@ -600,9 +634,18 @@ class Harness:
     def continue_until_done(
         self, trial: Trial, rng: random.Random, kills: int, reference: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Attempts until the run ends, the first ``kills`` of them with a planned kill."""
+        """Attempts until the run ends, the first ``kills`` of them with a planned kill.
+
+        Under sync durability the pending-writes kill points are drawn three times
+        as often: only there do they exist, and only while the fan-out is ahead.
+        """
+        kinds = list(KILL_KINDS)
+        if trial.durability == "sync":
+            kinds += ["writes_insert", "writes_after"] * 2
+        else:
+            kinds = [k for k in kinds if not k.startswith("writes_")]
         for _ in range(kills + 20):
-            kill = rng.choice(KILL_KINDS) if len(trial.kills) < kills else None
+            kill = rng.choice(kinds) if len(trial.kills) < kills else None
             job = self._job(
                 trial,
                 "trial",
@@ -626,6 +669,11 @@ class Harness:
                 return report["done"]  # type: ignore[no-any-return]
         trial.problems.append("the run did not end after 20 attempts without a planned kill")
         return None
+
+    def clean(self, seed: int) -> None:
+        """Delete a trial's side-effect logs and child reports."""
+        for path in self.workdir.glob(f"{self.tag}-{seed}[.-]*"):
+            path.unlink()
 
     def _window(self, reference: dict[str, Any]) -> float:
         """How long after its fork a timer kill may come: about as long as an attempt lasts."""
@@ -671,9 +719,7 @@ class Harness:
         if crashed:  # the run was killed; two workers pick it up, with the same answer
             answers[1] = answers[0]
             live = False
-            # Not durability "async": two writers can leave its head unloadable, a known
-            # bug (tests/crash/test_found_bugs.py) that would fail every such trial.
-            trial.durability = rng.choice(["sync", "sync", "exit"])
+            trial.durability = rng.choice(["sync", "sync", "async", "exit"])
         trial.notes["kind"] = "crashed" if crashed else "interrupt"
         self.seen = []
         reference = self.reference(trial)
@@ -838,11 +884,18 @@ class Harness:
         winners = [r for r in finished if r["done"]["outcome"] == "won"]
         if len(winners) > 1:
             problems.append(f"both racers won: {outcomes}")
-        if len(finished) == 2 and sorted(outcomes) not in (
-            ["conflict", "won"],
-            ["resume_error", "won"],
-            ["found it finished", "won"],
-            ["conflict (wrapped)", "won"],
+        # A crash after the run's end (its last save committed): nothing left to race for.
+        ended = all(r["seen"] and r["seen"]["trigger"] and not r["seen"]["next"] for r in reports)
+        both_saw_end = ended and outcomes == ["found it finished"] * 2
+        if (
+            len(finished) == 2
+            and not both_saw_end
+            and sorted(outcomes)
+            not in (
+                ["conflict", "won"],
+                ["resume_error", "won"],
+                ["found it finished", "won"],
+            )
         ):
             problems.append(f"two racers, outcomes {outcomes}: expected one win and one refusal")
         log = self._effects(trial, "trial")
@@ -863,6 +916,12 @@ class Harness:
                 refused = report["done"]["outcome"] != "won"
                 if refused and stored == report["answer"] and answers[0] != answers[1]:
                     problems.append(f"the run kept the answer of refused racer {report['number']}")
+        self._judge_stale(trial, stale)
+
+    @staticmethod
+    def _judge_stale(trial: Trial, stale: dict[str, Any]) -> None:
+        """The worker that answers after everything is over is refused and writes nothing."""
+        problems = trial.problems
         done = stale["done"]
         if done is None:
             problems.append(f"the stale worker failed: {stale['error']}")
@@ -878,9 +937,9 @@ class Harness:
         By ``seed % 3``: 0 dies inside the loop, then continues from the checkpoint
         before the head (a completed ``work`` visit runs again); 1 pauses at the
         interrupt, then does the same (the memoized draft is made again); 2 dies
-        mid-fan-out, then ignores the finished branches' pending writes (a finished
-        branch runs again). ``notes["flaggable"]`` says whether the wrong resume
-        had completed work to repeat (variant 2 needs a branch that had finished).
+        entering the join, then ignores the finished branches' pending writes (the
+        branches run again). ``notes["flaggable"]`` says whether the wrong resume
+        had completed work to repeat.
         """
         rng = random.Random(seed)
         trial = Trial(seed, f"stale-{self.tag}-{seed}", rng.randint(8, 15), f"ok{seed}", "sync")
@@ -893,8 +952,8 @@ class Harness:
             first = self._job(trial, "trial", kill="node_enter", fraction=0.3, reference=events)
         elif variant == 1:
             first = self._job(trial, "trial", stop_at_pause=True)
-        else:
-            first = self._job(trial, "trial", kill="branch_enter", fraction=0.7, reference=events)
+        else:  # entering "merge": every branch has finished and stored its writes
+            first = self._job(trial, "trial", kill="node_enter", kill_index=trial.n + 7)
         self._note_seen(self.run_child(first), first.number)
         bug = "no_pending" if variant == 2 else "older_head"
         job = self._job(trial, "trial", bug=bug)
@@ -946,6 +1005,8 @@ def main() -> None:
             trial = harness.stale_trial(seed)
         trials.append(trial)
         print(f"seed {seed}: {len(trial.kills)} kills, {len(trial.problems)} problems", flush=True)
+        if not trial.problems and mode != "stale":
+            harness.clean(seed)  # a failing trial's logs and reports stay for a look
     by_kind: dict[str, int] = {}
     for trial in trials:
         for kill in trial.kills:

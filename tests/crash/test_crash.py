@@ -128,11 +128,16 @@ def check_kills(result: dict[str, Any], wanted: int, test: str) -> None:
     assert not any(t["problems"] for t in result["trials"]), failures(result, test)
     if REPLAY is None:
         assert result["kills"] >= wanted, result["by_kind"]
-        # Every kind of kill point was reached (each is about a tenth of the kills).
-        kinds = {"node_enter", "node_effect", "branch_enter", "once_effect", "paused", "timer"}
-        kinds |= {"saved_answer"}
-        kinds |= {"save_before", "save_insert", "save_after"}
-        assert kinds <= set(result["by_kind"]), result["by_kind"]
+        # The kill points were reached: the common kinds each, the rarer ones by group
+        # (around the fan-out, around the interrupt), so that chance does not fail this.
+        by_kind = result["by_kind"]
+        common = {"node_enter", "node_effect", "save_before", "save_insert", "save_after"}
+        assert common | {"timer"} <= set(by_kind), by_kind
+        for group in (
+            ("branch_enter", "writes_insert", "writes_after"),
+            ("once_effect", "paused", "saved_answer"),
+        ):
+            assert sum(by_kind.get(kind, 0) for kind in group) >= 5, (group, by_kind)
     print(
         f"\n{result['store']}: {result['kills']} kills in {len(result['trials'])} trials, "
         f"{result['seconds']:.1f} s, {result['by_kind']}; seeds from "
@@ -185,9 +190,8 @@ def test_the_checker_flags_a_wrong_resume(store: dict[str, str], tmp_path: Path)
     re-runs a completed ``work`` visit or re-makes the memoized draft, and one that
     ignores the pending writes of finished fan-out branches re-runs a branch."""
     result = run_harness(store, tmp_path, "stale", seeds=list(range(BASE, BASE + 6)))
-    flaggable = [t for t in result["trials"] if t["notes"]["flaggable"]]
-    assert len(flaggable) >= 5, result["trials"]  # a branch had finished in most
-    for trial in flaggable:
+    assert all(t["notes"]["flaggable"] for t in result["trials"]), result["trials"]
+    for trial in result["trials"]:
         reruns = [p for p in trial["problems"] if " ran in attempt " in p]
         assert reruns, trial
         wanted = {0: "work visit", 1: "memoized", 2: "completed"}[trial["seed"] % 3]

@@ -1,4 +1,4 @@
-"""Minimal repros of what the crash harness's races found (kept as strict xfails until fixed).
+"""Regression tests for two bugs the crash harness's races found (fixed in 72f346d).
 
 Both need two writers on one run, which is what two workers picking up a
 crashed run are: here the second writer is simulated in-process, by saving a
@@ -56,14 +56,10 @@ def _chain(nodes: dict[str, Callable[[Any], dict[str, Any]] | None]) -> Compiled
     return graph.compile()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: with durability='async', a queued save that lost to another writer does not "
-    "stop the saves queued after it; the next one passes the version check (the rival moved "
-    "the head to the same version) and stores a checkpoint whose parent was never stored, so "
-    "the run's head no longer loads (CheckpointDecodeError: its parent is missing)",
-)
 def test_async_durability_never_stores_a_checkpoint_whose_parent_lost(tmp_path: Path) -> None:
+    """Durability "async": a queued save that lost to another writer must stop the saves
+    queued after it (the next one would pass the version check, the rival having moved the
+    head to the same version, and store a checkpoint whose parent was never stored)."""
     store = SQLiteCheckpointStore(tmp_path / "c.db")
     c_queued = threading.Event()
 
@@ -97,14 +93,9 @@ def test_async_durability_never_stores_a_checkpoint_whose_parent_lost(tmp_path: 
     store.load_state(head.checkpoint_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: when another writer moved the head while a fan-out ran, the finished branch's "
-    "put_writes conflict surfaces as BranchError (its __cause__ is the CheckpointConflict) "
-    "instead of CheckpointConflict, so a worker catching CheckpointConflict does not see that "
-    "it lost the run",
-)
 def test_a_branch_writes_conflict_surfaces_as_checkpoint_conflict(tmp_path: Path) -> None:
+    """Another writer moved the head while a fan-out ran: the finished branch's refused
+    pending writes mean the run was lost, CheckpointConflict (it was a BranchError)."""
     store = SQLiteCheckpointStore(tmp_path / "c.db")
     graph = AgentGraph("fan")
     graph.add_node("start", lambda state: {"x": 1})
