@@ -505,9 +505,31 @@ def fork(body: Callable[[], None], error_path: str) -> int:
     return 0  # never reached
 
 
+HANG_SECONDS = 60.0
+"""A child still running after this long is stuck (a lock a dead child left, say)."""
+
+
+class Hung(Exception):
+    """A child did not finish within HANG_SECONDS (it was killed)."""
+
+
+def _too_long(signum: int, frame: Any) -> None:
+    raise Hung(f"a child still ran after {HANG_SECONDS:.0f} s")
+
+
 def reap(pid: int) -> tuple[bool, int]:
-    """Wait for a child: (killed by SIGKILL, exit code)."""
-    _, status = os.waitpid(pid, 0)
+    """Wait for a child: (killed by SIGKILL, exit code). Raises Hung for a stuck child."""
+    previous = signal.signal(signal.SIGALRM, _too_long)
+    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except Hung:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     if os.WIFSIGNALED(status):
         return os.WTERMSIG(status) == signal.SIGKILL, -os.WTERMSIG(status)
     return False, os.WEXITSTATUS(status)
@@ -996,13 +1018,13 @@ def main() -> None:
             yield seed
             seed += 1
 
+    run = {"kills": harness.kills_trial, "race": harness.race_trial, "stale": harness.stale_trial}
     for seed in seeds():
-        if mode == "kills":
-            trial = harness.kills_trial(seed)
-        elif mode == "race":
-            trial = harness.race_trial(seed)
-        else:
-            trial = harness.stale_trial(seed)
+        try:
+            trial = run[mode](seed)
+        except Hung as exc:
+            trial = Trial(seed, "", 0, "", "")
+            trial.problems.append(f"an attempt hung: {exc}")
         trials.append(trial)
         print(f"seed {seed}: {len(trial.kills)} kills, {len(trial.problems)} problems", flush=True)
         if not trial.problems and mode != "stale":

@@ -145,10 +145,11 @@ def check_kills(result: dict[str, Any], wanted: int, test: str) -> None:
     )
 
 
+@pytest.mark.timeout(300)  # about 20 s here; room for a slow CI machine
 def test_kills(store: dict[str, str], tmp_path: Path) -> None:
     """200 seeded SIGKILLs per store: each run ends as a fault-free run does, no completed
     node runs twice, and nothing is lost."""
-    result = run_harness(store, tmp_path, "kills", base=BASE, min_kills=DEFAULT_KILLS)
+    result = run_harness(store, tmp_path, "kills", timeout=280, base=BASE, min_kills=DEFAULT_KILLS)
     check_kills(result, DEFAULT_KILLS, "test_kills")
 
 
@@ -165,12 +166,14 @@ def test_many_kills(store: dict[str, str], tmp_path: Path, request: pytest.Fixtu
     check_kills(result, SLOW_KILLS, "test_many_kills")
 
 
+@pytest.mark.timeout(300)
 def test_two_resumers_race(store: dict[str, str], tmp_path: Path) -> None:
     """Two processes pick up one run at once, either answering its interrupt or carrying it
     on after a crash: one wins, the other is refused (and, answering, runs nothing), the
     stored answer is the winner's, a stale worker changes nothing, and the run ends as the
     fault-free run does."""
-    result = run_harness(store, tmp_path, "race", seeds=list(range(BASE, BASE + RACES)))
+    seeds = list(range(BASE, BASE + RACES))
+    result = run_harness(store, tmp_path, "race", timeout=280, seeds=seeds)
     assert not any(t["problems"] for t in result["trials"]), failures(
         result, "test_two_resumers_race"
     )
