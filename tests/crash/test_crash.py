@@ -2,8 +2,8 @@
 
 Each test starts one harness process per store (``tests/crash/_harness.py``),
 which forks a child per attempt, kills it, and carries the run on in a new
-child until it ends; see that module for the kill points and
-``tests/crash/_check.py`` for what is checked.
+child until it ends: ``_workflow`` is the graph, ``_child`` the kill points,
+``_trials`` and ``_race`` the trials, ``_check`` what is checked.
 
 Seeds: trials use consecutive seeds from a base, random per session unless
 ``SELECTGRAPH_CRASH_BASE`` is set; every seed is in the harness's JSON
