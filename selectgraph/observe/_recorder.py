@@ -103,6 +103,15 @@ class Trace(Sequence[GraphEvent]):
     def __init__(self, log: list[Any]) -> None:
         self._log = log
 
+    @property
+    def run_id(self) -> str | None:
+        """The run these events belong to (``store.list(result.trace.run_id)``, seed 004)."""
+        for entry in self._log[:1]:
+            if type(entry) is tuple:
+                return str(entry[1][0])
+            return str(entry.run_id)
+        return None
+
     def _materialize(self) -> list[GraphEvent]:
         log = self._log
         spans = False

@@ -166,6 +166,21 @@ class Checkpoint:
         """A copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **changes)
 
+    @property
+    def node_name(self) -> str | None:
+        """The node just completed, or the one the run stopped before (seed 004's name)."""
+        for entry in self.next[:1]:
+            if isinstance(entry, str):
+                return entry
+            if isinstance(entry, dict) and isinstance(entry.get("after"), str):
+                return str(entry["after"])
+        return None
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the run was waiting for an answer here (seed 004's ``meta.interrupted``)."""
+        return any(not record.get("answered") for record in self.interrupts.values())
+
 
 # ---------------------------------------------------------------------- ids
 
