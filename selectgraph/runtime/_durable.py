@@ -284,13 +284,14 @@ class Durable:
         return queued
 
     def _raise_failed(self) -> None:
-        still: list[concurrent.futures.Future[None]] = []
-        for future in self._queued:
-            if future.done():
-                future.result()  # a failed background write surfaces here
-            else:
-                still.append(future)
-        self._queued = still
+        # The writer finishes in order: only the front of the queue can be done.
+        queued = self._queued
+        done = 0
+        while done < len(queued) and queued[done].done():
+            queued[done].result()  # a failed background write surfaces here
+            done += 1
+        if done:
+            del queued[:done]
 
     async def flush(self, run: Run) -> None:
         """Wait until every queued write is stored (re-raising the first that failed)."""
