@@ -472,10 +472,32 @@ class CompiledGraph:
             ResumeError: an interrupt id is unknown or already answered.
             CheckpointConflict: another process answered first; nothing ran.
         """
+        return self._resume(
+            interrupt_id,
+            response,
+            checkpoint_store,
+            observers,
+            durability,
+            pause,
+            serializer,
+            asyncio.sleep,
+        )
+
+    def _resume(
+        self,
+        interrupt_id: str | Mapping[str, Any],
+        response: Any,
+        checkpoint_store: CheckpointStore | None,
+        observers: Sequence[Observer | Listener],
+        durability: Durability,
+        pause: PauseSignal | None,
+        serializer: StateSerializer | None,
+        sleep: Sleep,
+    ) -> Coroutine[Any, Any, GraphResult]:
         answers = _answers(interrupt_id, response)
         options = self._durable_options(checkpoint_store, durability, pause, None, None, serializer)
         listeners = tuple(as_listener(o) for o in observers) if observers else ()
-        return resume_run(self, answers, options, listeners=listeners, sleep=asyncio.sleep)
+        return resume_run(self, answers, options, listeners=listeners, sleep=sleep)
 
     def resume(
         self,
@@ -489,13 +511,18 @@ class CompiledGraph:
         serializer: StateSerializer | None = None,
     ) -> GraphResult:
         """Answer an interrupt and continue the run (blocking); see :meth:`aresume`."""
-        answers = _answers(interrupt_id, response)
-        options = self._durable_options(checkpoint_store, durability, pause, None, None, serializer)
-        listeners = tuple(as_listener(o) for o in observers) if observers else ()
-        result: GraphResult = self._run_blocking(
-            resume_run(self, answers, options, listeners=listeners, sleep=self._drive_sleep())
+        return self._run_blocking(
+            self._resume(
+                interrupt_id,
+                response,
+                checkpoint_store,
+                observers,
+                durability,
+                pause,
+                serializer,
+                self._drive_sleep(),
+            )
         )
-        return result
 
     # ------------------------------------------------------------ time travel
     def get_state(

@@ -476,8 +476,21 @@ async def _continue(
 ) -> Any:
     target = _target(graph, head)
     _refuse_unanswered(head, options)
+    run = await _load_head(graph, head, options, listeners, sleep, blocking)
+    return await run.walk(target)
+
+
+async def _load_head(
+    graph: CompiledGraph,
+    head: Checkpoint,
+    options: DurableOptions,
+    listeners: Sequence[Listener],
+    sleep: Sleep,
+    blocking: bool,
+) -> Run:
+    """The run ``head`` is the latest checkpoint of, rebuilt to carry on writing after it."""
     encoded = await _load_state(options.store, head.checkpoint_id, blocking)
-    run = _restored_run(
+    return _restored_run(
         graph,
         head,
         encoded,
@@ -487,7 +500,6 @@ async def _continue(
         listeners=listeners,
         sleep=sleep,
     )
-    return await run.walk(target)
 
 
 async def resume_run(
@@ -539,17 +551,7 @@ async def resume_run(
     _check_answers(run_id, answers, pending)
     target = _target(graph, head)
     _check_askers(graph, run_id, [pending[i] for i in answers])
-    encoded = await _load_state(options.store, head.checkpoint_id, blocking)
-    run = _restored_run(
-        graph,
-        head,
-        encoded,
-        options,
-        run_id=run_id,
-        parent=head,
-        listeners=listeners,
-        sleep=sleep,
-    )
+    run = await _load_head(graph, head, options, listeners, sleep, blocking)
     await _record_answers(run, answers, head.next)
     return await run.walk(target)
 
@@ -756,16 +758,8 @@ async def update_state(
         )
     if not isinstance(values, Mapping):
         raise TypeError(f"values must be a mapping of data keys, got {type(values).__name__}")
-    encoded = await _load_state(store, head.checkpoint_id, blocking)
-    run = _restored_run(
-        graph,
-        head,
-        encoded,
-        options,
-        run_id=run_id,
-        parent=head,
-        listeners=(),
-        sleep=blocking_sleep if blocking else _no_sleep,
+    run = await _load_head(
+        graph, head, options, (), blocking_sleep if blocking else _no_sleep, blocking
     )
     writer = as_node or "update_state"
     output = NodeOutput(dict(values))

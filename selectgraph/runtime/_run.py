@@ -1304,23 +1304,6 @@ class Run:
         return self._finish("max_steps")
 
     def _build_result(self, stop_reason: StopReason, quality: Any) -> GraphResult:
-        if self.durable is not None or self._interrupts:
-            return GraphResult(
-                state=self.state,
-                steps=self.steps,
-                trace=self.recorder.trace,
-                quality=quality,
-                stop_reason=stop_reason,
-                run_id=self.run_id,
-                duration_ms=(perf_counter() - self._started) * 1000,
-                stalls=self._stalls,
-                loops_detected=self._loops,
-                max_steps_reached=self._max_steps_reached,
-                total_usage=self.usage,
-                history_start=self._history_start,
-                interrupts=self._interrupts,
-                checkpoint_id=self._checkpoint_id,
-            )
         return GraphResult(
             state=self.state,
             steps=self.steps,
@@ -1334,6 +1317,8 @@ class Run:
             max_steps_reached=self._max_steps_reached,
             total_usage=self.usage,
             history_start=self._history_start,
+            interrupts=self._interrupts,
+            checkpoint_id=self._checkpoint_id,
         )
 
     def _finish(self, stop_reason: StopReason) -> GraphResult:
@@ -1478,16 +1463,27 @@ class Run:
 
         if in_fan_out:
             return encode_next("after", self._fan_out_source)
-        visit = self._visits.get(name, 1)
         self.recorder.record(
-            NodeFinished, self.steps, name, visit, 0.0, "interrupted", 1, interrupt_id
+            NodeFinished,
+            self.steps,
+            name,
+            self._visits.get(name, 1),
+            0.0,
+            "interrupted",
+            1,
+            interrupt_id,
         )
+        self._roll_back(name)
+        return [name]
+
+    def _roll_back(self, name: str) -> None:
+        """Uncount the visit of ``name`` in progress: it runs again, as the same step."""
+        visit = self._visits.get(name, 1)
         self.steps -= 1
         if visit > 1:
             self._visits[name] = visit - 1
         else:
             self._visits.pop(name, None)
-        return [name]
 
     def _pause_child(self, name: str, in_fan_out: bool) -> None:
         """A subgraph's run paused: keep it, so the resumed parent continues it, not restarts it."""
@@ -1633,12 +1629,7 @@ class Run:
             return encode_next("after", node, ok=ok, goto=goto)
         if not name or name not in self.graph.nodes:
             return [self.graph.entry] if not self.steps else []
-        visit = self._visits.get(name, 1)
-        self.steps -= 1
-        if visit > 1:
-            self._visits[name] = visit - 1
-        else:
-            self._visits.pop(name, None)
+        self._roll_back(name)
         return [name]
 
     async def _save_failure(self, error: GraphRunError, name: str, in_fan_out: bool) -> None:
