@@ -126,7 +126,25 @@ def _expiry(ttl: float | None, clock: Clock) -> float | None:
     return clock() + ttl
 
 
-class InMemoryNodeCache:
+class _Closing:
+    """``with cache:`` closes the cache on the way out."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class InMemoryNodeCache(_Closing):
     """Cached node outputs in this process's memory; lost when the object is.
 
     Every :class:`~selectgraph.AgentGraph` gets one of its own unless given a
@@ -190,22 +208,11 @@ class InMemoryNodeCache:
         """Entries held, expired ones not yet dropped included."""
         return len(self._entries)
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"InMemoryNodeCache({len(self._entries)} entries)"
 
 
-class SQLiteNodeCache:
+class SQLiteNodeCache(_Closing):
     """Cached node outputs in a SQLite file (WAL), shared by threads and processes.
 
     One table holds ``key``, ``value`` (JSON text) and ``expires_at`` (seconds
@@ -306,17 +313,6 @@ class SQLiteNodeCache:
         with self._lock:
             count: int = self._conn.execute("SELECT count(*) FROM node_cache").fetchone()[0]
         return count
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SQLiteNodeCache({str(self.path)!r})"
