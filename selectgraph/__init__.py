@@ -9,6 +9,7 @@ from selectgraph._errors import (
     GraphBuildError,
     GraphRunError,
     GraphSpecError,
+    GuardrailBlocked,
     LoopDetected,
     MaxStepsExceeded,
     MergeConflictError,
@@ -78,7 +79,16 @@ from selectgraph.graph import (
     update,
 )
 from selectgraph.graph._interrupts import Interrupt, InterruptRequest, PauseToken
-from selectgraph.observe import GraphEvent, GraphEventType, Observer
+from selectgraph.guardrails import GuardrailsPipeline
+from selectgraph.observe import (
+    AgentObserver,
+    AsyncAgentObserver,
+    DrainSummary,
+    GraphEvent,
+    GraphEventType,
+    Observer,
+    drain_observers,
+)
 from selectgraph.persistence import (
     CachePolicy,
     CheckpointConflict,
@@ -94,6 +104,7 @@ from selectgraph.persistence import (
     SQLiteNodeCache,
 )
 from selectgraph.runtime._branches import BranchRef
+from selectgraph.runtime._control import CancellationToken
 from selectgraph.runtime._durable import Durability
 from selectgraph.runtime._resume import StateSnapshot
 
@@ -106,11 +117,14 @@ __all__ = [
     "Agent",
     "AgentConfig",
     "AgentGraph",
+    "AgentObserver",
     "AgentOutputError",
     "AgentResult",
+    "AsyncAgentObserver",
     "BranchError",
     "BranchRef",
     "CachePolicy",
+    "CancellationToken",
     "CheckpointConflict",
     "CheckpointDecodeError",
     "CheckpointNotFound",
@@ -118,6 +132,7 @@ __all__ = [
     "CompiledGraph",
     "ContextMode",
     "Diagnostic",
+    "DrainSummary",
     "Durability",
     "EdgeError",
     "ErrorPolicy",
@@ -131,6 +146,8 @@ __all__ = [
     "GraphSpec",
     "GraphSpecError",
     "GraphState",
+    "GuardrailBlocked",
+    "GuardrailsPipeline",
     "InMemoryCheckpointStore",
     "InMemoryNodeCache",
     "Interrupt",
@@ -184,6 +201,7 @@ __all__ = [
     "bounded_append",
     "concat_flatten",
     "dedupe_append",
+    "drain_observers",
     "goto",
     "last_write_wins",
     "merge",

@@ -23,6 +23,7 @@ The tree::
     ├── CheckpointConflict           another writer moved the run's head first
     ├── ResumeError                  a run cannot be continued as asked (unknown interrupt...)
     ├── GraphSpecError               a declarative GraphSpec is malformed
+    ├── GuardrailBlocked             a guardrail refused a run's input or output
     ├── ToolDefinitionError          a function cannot be described as a tool (agents._tools)
     └── ProviderError                an LLM provider call failed
         ├── ProviderRetryableError   rate limits, 5xx, timeouts, dropped connections
@@ -50,6 +51,7 @@ __all__ = [
     "GraphBuildError",
     "GraphRunError",
     "GraphSpecError",
+    "GuardrailBlocked",
     "LoopDetected",
     "MaxStepsExceeded",
     "NodeError",
@@ -144,6 +146,21 @@ class GraphRunError(SelectGraphError):
         """The 1-based step at which the run failed."""
         self.result: GraphResult | None = None
         """The partial result of the run, attached by the runner."""
+
+
+class GuardrailBlocked(SelectGraphError):
+    """A guardrail refused a run's input (nothing ran) or its final output."""
+
+    def __init__(self, reason: str, *, guardrail: str, stage: Literal["input", "output"]) -> None:
+        super().__init__(f"{stage} guardrail {guardrail!r} blocked the text: {reason}")
+        self.reason = reason
+        """Why it was blocked, as the guardrail said."""
+        self.guardrail = guardrail
+        """The name of the guardrail that blocked it."""
+        self.stage = stage
+        """``"input"`` (before the first node) or ``"output"`` (the final content)."""
+        self.result: GraphResult | None = None
+        """For an output block: the run's result, whose content was withheld."""
 
 
 class NodeError(GraphRunError):

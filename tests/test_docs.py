@@ -68,6 +68,7 @@ NOT_RUN_HERE = {
 """Pages with code that another test runs, and why it is not run here."""
 
 RUNNABLE_PAGES = [
+    "howto/guardrails.md",
     "agents.md",
     "concepts.md",
     "howto/declarative.md",

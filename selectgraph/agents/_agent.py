@@ -16,6 +16,7 @@ from selectgraph._errors import SelectGraphError
 from selectgraph._messages import Message, Role, ToolCall
 from selectgraph._sync import run_sync
 from selectgraph._usage import NO_USAGE, Usage
+from selectgraph.agents._calls import call_model, tool_finished, tool_started
 from selectgraph.agents._config import AgentConfig
 from selectgraph.agents._defaults import default_provider
 from selectgraph.agents._judge import (
@@ -364,18 +365,10 @@ class Agent:
         self, request: CompletionRequest, on_chunk: ChunkHandler | None
     ) -> Completion:
         if on_chunk is None:
-            return await self.provider.complete(request)
-        completion: Completion | None = None
-        async for chunk in self.provider.stream(request):
-            if chunk.delta:
-                on_chunk(AgentChunk(delta=chunk.delta))
-            if chunk.completion is not None:
-                completion = chunk.completion
-        if completion is None:
-            raise SelectGraphError(
-                f"provider {self.provider.name!r} ended a stream without a final completion"
-            )
-        return completion
+            return await call_model(self.provider, request)
+        return await call_model(
+            self.provider, request, lambda delta: on_chunk(AgentChunk(delta=delta))
+        )
 
     async def _run_tools(
         self,
@@ -408,6 +401,12 @@ class Agent:
                 on_chunk(AgentChunk(tool_result=message))
 
     async def _run_tool(self, call: ToolCall) -> Message:
+        started = tool_started(call)
+        message = await self._tool_answer(call)
+        tool_finished(started, call, message)
+        return message
+
+    async def _tool_answer(self, call: ToolCall) -> Message:
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(self.tools) or "none"

@@ -20,6 +20,7 @@ from typing import Any
 
 from selectgraph._messages import Message, Role
 from selectgraph._usage import NO_USAGE, Usage
+from selectgraph.agents._calls import call_model
 from selectgraph.agents._config import ContextMode
 from selectgraph.graph._state import CONVERSATION_SUMMARY, GraphState
 from selectgraph.providers._base import CompletionRequest, Provider
@@ -119,12 +120,13 @@ async def summarize(
         if m.role is not Role.SYSTEM
     )
     body = f"Earlier summary:\n{previous}\n\nThen:\n{transcript}" if previous else transcript
-    completion = await provider.complete(
+    completion = await call_model(
+        provider,
         CompletionRequest(
             model=model,
             messages=(Message.system(_SUMMARY_PROMPT), Message.user(body)),
             temperature=0.0,
-        )
+        ),
     )
     return completion.message.text, completion.usage
 

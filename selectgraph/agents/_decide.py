@@ -8,6 +8,7 @@ from pydantic import BaseModel, BeforeValidator
 
 from selectgraph._messages import Message
 from selectgraph._sentinels import END, EndType
+from selectgraph.agents._calls import call_model
 from selectgraph.agents._judge import InvalidReplyError, none_as_empty, parse_json_reply
 from selectgraph.graph._edges import RouteContext, RouteDecision
 from selectgraph.graph._state import GraphState
@@ -75,7 +76,8 @@ class LLMDecider:
             "required": ["target", "reasoning"],
             "additionalProperties": False,
         }
-        completion = await self.provider.complete(
+        completion = await call_model(
+            self.provider,
             CompletionRequest(
                 model=self.model,
                 messages=(
@@ -84,7 +86,7 @@ class LLMDecider:
                 ),
                 response_format=ResponseFormat(name="route", json_schema=schema),
                 temperature=0.0,
-            )
+            ),
         )
         text = completion.message.text
         try:

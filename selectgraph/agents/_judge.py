@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ValidationError
 from selectgraph._errors import SelectGraphError
 from selectgraph._messages import Message
 from selectgraph._usage import Usage
+from selectgraph.agents._calls import call_model
 from selectgraph.providers._base import CompletionRequest, Provider, ResponseFormat
 
 if TYPE_CHECKING:
@@ -198,13 +199,14 @@ class LLMJudge:
         system = "You review answers strictly and fairly." + (
             f" The overall goal: {request.goal}" if request.goal else ""
         )
-        completion = await self.provider.complete(
+        completion = await call_model(
+            self.provider,
             CompletionRequest(
                 model=self.model,
                 messages=(Message.system(system), Message.user(prompt)),
                 response_format=ResponseFormat(name="verdict", json_schema=_VERDICT_SCHEMA),
                 temperature=0.0,
-            )
+            ),
         )
         try:
             reply = parse_json_reply(completion.message.text, _VerdictReply)

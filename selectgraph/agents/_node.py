@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from selectgraph._messages import Message, Role
+from selectgraph.agents._calls import CallScope
+from selectgraph.agents._calls import scope as call_scope
 from selectgraph.agents._config import ContextMode
 from selectgraph.agents._context import BuiltContext, build_context, well_formed
 from selectgraph.agents._prompts import (
@@ -134,14 +136,25 @@ class AgentNode:
         # The marker joins a trailing user turn, so turns still alternate.
         turns = well_formed([*built.messages, *([marker] if marker else [])])
         messages = [*([system] if system else []), *turns]
-        on_chunk = self._chunk_handler(run, context) if run.recorder.live else None
-        result = await self.agent.execute(
-            messages,
-            name=self.name,
-            goal=context.goal,
-            task=self._task(state),
-            on_chunk=on_chunk,
-        )
+        on_chunk = None
+        entered = None
+        if run.recorder.live:
+            on_chunk = self._chunk_handler(run, context)
+            # The agent's model and tool calls are recorded as this node's.
+            entered = call_scope().set(
+                CallScope(run.recorder, context.step, self.name, self.agent.name)
+            )
+        try:
+            result = await self.agent.execute(
+                messages,
+                name=self.name,
+                goal=context.goal,
+                task=self._task(state),
+                on_chunk=on_chunk,
+            )
+        finally:
+            if entered is not None:
+                call_scope().reset(entered)
         usage = result.usage + built.usage
         if self.output_transform is not None:
             raw = self.output_transform(result, state)

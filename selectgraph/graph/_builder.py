@@ -57,6 +57,7 @@ from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
 from selectgraph.persistence._node_cache import CachePolicy, InMemoryNodeCache, NodeCache
 from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.runtime._control import Budget, CancellationToken
 from selectgraph.runtime._resume import StateSnapshot
 
 __all__ = ["AgentGraph"]
@@ -164,6 +165,13 @@ class AgentGraph:
         node_cache: NodeCache | None = None,
         pause_before: Iterable[str] = (),
         pause_after: Iterable[str] = (),
+        max_total_tokens: int | None = None,
+        max_cost_usd: float | None = None,
+        max_duration: float | None = None,
+        cancellation_token: CancellationToken | None = None,
+        input_guardrails: Any = None,
+        output_guardrails: Any = None,
+        fast_route_fn: Callable[[Any], Any] | None = None,
     ) -> None:
         """Create an empty graph.
 
@@ -199,6 +207,18 @@ class AgentGraph:
                 gate; seed 000's ``pause_nodes``); continue it with
                 ``run(None, checkpoint_store=..., run_id=...)``.
             pause_after: Nodes a run with a checkpoint store pauses after.
+            max_total_tokens: Token budget of a run (every model call of every
+                agent in it, subgraphs and branches included); checked before each
+                call, the run stops with ``stop_reason="token_budget"``.
+            max_cost_usd: Cost budget in US dollars (``stop_reason="cost_budget"``).
+            max_duration: Wall-clock budget in seconds (``stop_reason="time_budget"``).
+            cancellation_token: A CancellationToken; ``token.cancel()`` stops the run
+                at once (``stop_reason="cancelled"``).
+            input_guardrails: A GuardrailsPipeline (or a list of guardrails) run on
+                the input prompt before the first node; a block raises GuardrailBlocked.
+            output_guardrails: The same for the run's final content.
+            fast_route_fn: ``fn(state) -> node name | None``: when it names a node,
+                only that node runs (seed 004).
         """
         _check_options("AgentGraph", max_concurrency=max_concurrency)
         if node_cache is not None and not isinstance(node_cache, NodeCache):
@@ -229,6 +249,11 @@ class AgentGraph:
             max_concurrency=max_concurrency,
             pause_before=_names("pause_before", pause_before),
             pause_after=_names("pause_after", pause_after),
+            budget=_budget(max_total_tokens, max_cost_usd, max_duration),
+            cancellation_token=_token(cancellation_token),
+            input_guardrails=_guardrails(input_guardrails),
+            output_guardrails=_guardrails(output_guardrails),
+            fast_route_fn=_fast_route(fast_route_fn),
         )
         self._state_schema = state_schema
         self._reducers = dict(reducers) if reducers else None
@@ -918,3 +943,31 @@ def _unique_names(nodes: Iterable[Any]) -> list[str]:
             candidate, suffix = f"{base}_{suffix}", suffix + 1
         names.append(candidate)
     return names
+
+
+def _budget(tokens: int | None, cost: float | None, duration: float | None) -> Budget | None:
+    budget = Budget(max_total_tokens=tokens, max_cost_usd=cost, max_duration=duration)
+    return None if budget.empty else budget
+
+
+def _token(token: CancellationToken | None) -> CancellationToken | None:
+    if token is not None and not isinstance(token, CancellationToken):
+        raise TypeError(
+            "AgentGraph: cancellation_token must be a CancellationToken, "
+            f"got {type(token).__name__}"
+        )
+    return token
+
+
+def _fast_route(fn: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
+    if fn is not None and not callable(fn):
+        raise TypeError(f"AgentGraph: fast_route_fn must be callable, got {type(fn).__name__}")
+    return fn
+
+
+def _guardrails(value: Any) -> Any:
+    if value is None:
+        return None
+    from selectgraph.guardrails import as_pipeline
+
+    return as_pipeline(value)

@@ -33,6 +33,7 @@ from selectgraph.observe._events import GraphEvent
 from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import EventRecorder, Listener
 from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.runtime._control import Budget, CancellationToken
 from selectgraph.runtime._durable import Durability
 from selectgraph.runtime._resume import (
     DurableOptions,
@@ -124,6 +125,21 @@ class GraphSettings:
     """Nodes a run with a checkpoint store pauses before (seed 000's ``pause_nodes``)."""
     pause_after: frozenset[str] = frozenset()
     """Nodes a run with a checkpoint store pauses after."""
+    budget: Budget | None = None
+    """Token, cost and time limits, checked before every model call; ``None``: none."""
+    cancellation_token: CancellationToken | None = None
+    """Cancels every run of the graph when cancelled."""
+    input_guardrails: Any = None
+    """A GuardrailsPipeline run on the input prompt before the first node."""
+    output_guardrails: Any = None
+    """A GuardrailsPipeline run on the final content."""
+    fast_route_fn: Callable[[Any], Any] | None = None
+    """Called with the input state; a node name it returns is the only node run."""
+
+    @property
+    def controlled(self) -> bool:
+        """Whether runs need a RunControl (budgets or a cancellation token)."""
+        return self.budget is not None or self.cancellation_token is not None
 
 
 class CompiledGraph:

@@ -75,13 +75,15 @@ class LoopAction(StrEnum):
     """Count it in ``result.loops_detected``, emit LoopDetected, and continue."""
 
 
-Outcome = Literal["success", "failure", "skipped", "interrupted"]
+Outcome = Literal["success", "failure", "skipped", "interrupted", "cancelled"]
 """How a node's step ended.
 
 - ``"success"``: the node returned and its output was merged.
 - ``"failure"``: the node failed and an on_failure edge took over.
 - ``"skipped"``: the node failed under ErrorPolicy.SKIP; the run went on.
 - ``"interrupted"``: a generator node paused for an answer; it continues on resume.
+- ``"cancelled"``: a budget or a CancellationToken stopped the run while the node ran;
+  it runs again when the run is continued.
 """
 
 Quality = Literal["clean", "degraded", "failed"]
@@ -103,7 +105,18 @@ Conversation = Literal["isolated", "continuous"]
   summarised once the thread grows past ``compact_at_tokens``.
 """
 
-StopReason = Literal["end", "max_steps", "loop", "error", "interrupted", "paused"]
+StopReason = Literal[
+    "end",
+    "max_steps",
+    "loop",
+    "error",
+    "interrupted",
+    "paused",
+    "token_budget",
+    "cost_budget",
+    "time_budget",
+    "cancelled",
+]
 """Why a run stopped.
 
 - ``"end"``: routing reached END.
@@ -111,5 +124,8 @@ StopReason = Literal["end", "max_steps", "loop", "error", "interrupted", "paused
 - ``"loop"``: loop detection stopped the run (LoopAction.STOP or RAISE).
 - ``"interrupted"``: a generator node is waiting for an answer (``result.interrupts``).
 - ``"paused"``: a pause gate or a PauseToken stopped the run at a node boundary.
+- ``"token_budget"``, ``"cost_budget"``, ``"time_budget"``: a budget refused the
+  next model call (or the next node); what was done is kept, quality is degraded.
+- ``"cancelled"``: the graph's CancellationToken was cancelled.
 - ``"error"``: an error ended the run.
 """

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from selectgraph.observe._delivery import (
+    DrainSummary,
+    ObserverWarning,
+    drain,
+    drain_events_for,
+    drain_sync,
+)
+from selectgraph.observe._delivery import drain as drain_observers
 from selectgraph.observe._events import (
+    BudgetExceeded,
     CheckpointSaved,
+    CustomEvent,
     EdgeFired,
     GraphEvent,
     GraphEventType,
     InterruptRaised,
+    LLMCallFinished,
+    LLMCallStarted,
     LoopDetected,
     NodeCacheHit,
     NodeChunk,
@@ -23,15 +35,25 @@ from selectgraph.observe._events import (
     RunResumed,
     RunStarted,
     StallDetected,
+    SupervisorReplanned,
+    ToolCallFinished,
+    ToolCallStarted,
 )
-from selectgraph.observe._observer import Observer
+from selectgraph.observe._observer import AgentObserver, AsyncAgentObserver, Observer
 
 __all__ = [
+    "AgentObserver",
+    "AsyncAgentObserver",
+    "BudgetExceeded",
     "CheckpointSaved",
+    "CustomEvent",
+    "DrainSummary",
     "EdgeFired",
     "GraphEvent",
     "GraphEventType",
     "InterruptRaised",
+    "LLMCallFinished",
+    "LLMCallStarted",
     "LoopDetected",
     "NodeCacheHit",
     "NodeChunk",
@@ -39,6 +61,7 @@ __all__ = [
     "NodeRetried",
     "NodeStarted",
     "Observer",
+    "ObserverWarning",
     "ParallelFinished",
     "ParallelStarted",
     "RunCancelled",
@@ -48,4 +71,11 @@ __all__ = [
     "RunResumed",
     "RunStarted",
     "StallDetected",
+    "SupervisorReplanned",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "drain",
+    "drain_events_for",
+    "drain_observers",
+    "drain_sync",
 ]

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from selectgraph._sentinels import EndType
 
 if TYPE_CHECKING:
     from selectgraph.graph._policies import Outcome, Quality, StopReason
     from selectgraph.graph._result import GraphResult
+    from selectgraph.graph._state import GraphState
     from selectgraph.runtime._branches import BranchRef
 
 __all__ = [
+    "BudgetExceeded",
     "CheckpointSaved",
+    "CustomEvent",
     "EdgeFired",
     "GraphEvent",
     "GraphEventType",
     "InterruptRaised",
+    "LLMCallFinished",
+    "LLMCallStarted",
     "LoopDetected",
     "NodeCacheHit",
     "NodeChunk",
@@ -34,30 +40,60 @@ __all__ = [
     "RunResumed",
     "RunStarted",
     "StallDetected",
+    "SupervisorReplanned",
+    "ToolCallFinished",
+    "ToolCallStarted",
 ]
 
 
 class GraphEventType(StrEnum):
-    """The kind of a :class:`GraphEvent`, for code that prefers comparing to isinstance."""
+    """The kind of a :class:`GraphEvent`, for code that prefers comparing to isinstance.
 
-    RUN_STARTED = "run_started"
-    NODE_STARTED = "node_started"
-    NODE_FINISHED = "node_finished"
-    NODE_RETRIED = "node_retried"
+    The seed's twelve names (``GRAPH_START`` ... ``ERROR``) are the members;
+    selectgraph's own names (``RUN_STARTED``, ``NODE_FINISHED``...) are aliases
+    of the same members, so ``GraphEventType.NODE_START is GraphEventType.NODE_STARTED``.
+    Kinds the seed has no name for (retries, stalls, LLM calls...) have their own.
+    """
+
+    # The seed's twelve (seed 004, "GraphEventType").
+    GRAPH_START = "graph_start"
+    GRAPH_END = "graph_end"
+    NODE_START = "node_start"
+    NODE_END = "node_end"
     NODE_CHUNK = "node_chunk"
-    EDGE_FIRED = "edge_fired"
+    ROUTING = "routing"
+    GRAPH_INTERRUPT = "graph_interrupt"
+    GRAPH_RESUME = "graph_resume"
+    PARALLEL_START = "parallel_start"
+    PARALLEL_END = "parallel_end"
+    CHECKPOINT = "checkpoint"
+    ERROR = "error"
+    # selectgraph's own kinds.
+    NODE_RETRIED = "node_retried"
     STALL_DETECTED = "stall_detected"
     LOOP_DETECTED = "loop_detected"
-    RUN_FINISHED = "run_finished"
-    RUN_FAILED = "run_failed"
     RUN_CANCELLED = "run_cancelled"
-    PARALLEL_STARTED = "parallel_started"
-    PARALLEL_FINISHED = "parallel_finished"
-    INTERRUPT_RAISED = "interrupt_raised"
     RUN_PAUSED = "run_paused"
-    RUN_RESUMED = "run_resumed"
-    CHECKPOINT_SAVED = "checkpoint_saved"
     NODE_CACHE_HIT = "node_cache_hit"
+    LLM_CALL_STARTED = "llm_call_started"
+    LLM_CALL_FINISHED = "llm_call_finished"
+    TOOL_CALL_STARTED = "tool_call_started"
+    TOOL_CALL_FINISHED = "tool_call_finished"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    CUSTOM = "custom"
+    SUPERVISOR_REPLAN = "supervisor_replan"
+    # Aliases: the names these kinds had before the seed's were adopted.
+    RUN_STARTED = "graph_start"
+    RUN_FINISHED = "graph_end"
+    NODE_STARTED = "node_start"
+    NODE_FINISHED = "node_end"
+    EDGE_FIRED = "routing"
+    INTERRUPT_RAISED = "graph_interrupt"
+    RUN_RESUMED = "graph_resume"
+    PARALLEL_STARTED = "parallel_start"
+    PARALLEL_FINISHED = "parallel_end"
+    CHECKPOINT_SAVED = "checkpoint"
+    RUN_FAILED = "error"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,21 +115,39 @@ class GraphEvent:
     """The fan-out branch the event comes from (its label, index and enclosing branches);
     ``None`` outside any branch."""
 
+    @property
+    def node_name(self) -> str | None:
+        """The node the event is about (the seed's field name); ``None`` when there is none."""
+        return getattr(self, "node", None)
+
+    @property
+    def node_path(self) -> tuple[str, ...]:
+        """Where the node sits: subgraph nodes from the outermost graph, then the node itself."""
+        node = self.node_name
+        return self.namespace if node is None else (*self.namespace, node)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted(GraphEvent):
     """A run began at ``entry``."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.RUN_STARTED
+    type: ClassVar[GraphEventType] = GraphEventType.GRAPH_START
     entry: str
     """The entry node."""
+    state: GraphState | None = field(default=None, repr=False, compare=False)
+    """The run's state (it goes on changing: copy what you keep)."""
+
+    @property
+    def node_name(self) -> str:
+        """The entry node (the seed's GRAPH_START field)."""
+        return self.entry
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeStarted(GraphEvent):
     """A node began executing."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.NODE_STARTED
+    type: ClassVar[GraphEventType] = GraphEventType.NODE_START
     node: str
     """The node's name."""
     visit: int
@@ -119,7 +173,7 @@ class NodeRetried(GraphEvent):
 class NodeFinished(GraphEvent):
     """A node finished, successfully or not, and its output was merged."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.NODE_FINISHED
+    type: ClassVar[GraphEventType] = GraphEventType.NODE_END
     node: str
     """The node's name."""
     visit: int
@@ -132,13 +186,21 @@ class NodeFinished(GraphEvent):
     """Attempts made (more than 1 when retried)."""
     error: str | None = None
     """The failure, as ``Type: message``, when the outcome is not success."""
+    update: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    """What the node wrote (before reducers); set when the run has listeners."""
+    state: GraphState | None = field(default=None, repr=False, compare=False)
+    """The run's state after the node's writes were merged; set when the run has listeners.
+
+    It is the run's own state object, which goes on changing: a listener that
+    keeps it must copy what it needs when it receives the event.
+    """
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EdgeFired(GraphEvent):
     """Routing chose the next node."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.EDGE_FIRED
+    type: ClassVar[GraphEventType] = GraphEventType.ROUTING
     source: str
     """The node routed from."""
     target: str | EndType
@@ -150,6 +212,16 @@ class EdgeFired(GraphEvent):
     reason: str = ""
     """For llm_decide edges: the model's reasoning, or why the fallback fired."""
 
+    @property
+    def node_name(self) -> str:
+        """The node routed from (the seed's ROUTING field)."""
+        return self.source
+
+    @property
+    def next_node(self) -> str:
+        """The node routed to, ``"END"`` for END (the seed's ROUTING field)."""
+        return str(self.target)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeChunk(GraphEvent):
@@ -157,9 +229,14 @@ class NodeChunk(GraphEvent):
 
     type: ClassVar[GraphEventType] = GraphEventType.NODE_CHUNK
     node: str
-    """The node's name."""
+    """The node's name (``node_path`` adds the subgraphs it runs in)."""
     delta: str
     """Text generated since the previous chunk."""
+
+    @property
+    def chunk(self) -> str:
+        """The text (the seed's NODE_CHUNK field)."""
+        return self.delta
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,7 +265,7 @@ class LoopDetected(GraphEvent):
 class RunFinished(GraphEvent):
     """The run stopped and produced a result."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.RUN_FINISHED
+    type: ClassVar[GraphEventType] = GraphEventType.GRAPH_END
     steps: int
     """Nodes executed."""
     duration_ms: float
@@ -205,18 +282,25 @@ class RunFinished(GraphEvent):
     cyclic garbage collector ran.
     """
 
+    @property
+    def state(self) -> GraphState | None:
+        """The final state (the seed's GRAPH_END field), on delivered events."""
+        return None if self.result is None else self.result.state
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFailed(GraphEvent):
     """The run raised."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.RUN_FAILED
+    type: ClassVar[GraphEventType] = GraphEventType.ERROR
     error: str
     """The failure, as ``Type: message``."""
     category: str
     """The error's category, e.g. ``"node_exception"``."""
     node: str | None = None
     """The node at fault, when known."""
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+    """The exception itself, on delivered events (not kept in the trace)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,7 +325,7 @@ class RunCancelled(GraphEvent):
 class ParallelStarted(GraphEvent):
     """A fan-out started its branches (the seed's PARALLEL_START)."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.PARALLEL_STARTED
+    type: ClassVar[GraphEventType] = GraphEventType.PARALLEL_START
     source: str
     """The parallel group, or the node whose edge or router fanned out."""
     branches: tuple[str, ...]
@@ -249,12 +333,17 @@ class ParallelStarted(GraphEvent):
     failure_mode: str = "fail_all"
     """What a branch's failure does to the others."""
 
+    @property
+    def node_name(self) -> str:
+        """The group or fanning-out node (the seed's PARALLEL_START field)."""
+        return self.source
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParallelFinished(GraphEvent):
     """A fan-out's branches finished and what they wrote was merged (the seed's PARALLEL_END)."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.PARALLEL_FINISHED
+    type: ClassVar[GraphEventType] = GraphEventType.PARALLEL_END
     source: str
     """The parallel group, or the node that fanned out."""
     succeeded: tuple[str, ...]
@@ -266,12 +355,17 @@ class ParallelFinished(GraphEvent):
     duration_ms: float = 0.0
     """Wall time from the first branch's start to the merge."""
 
+    @property
+    def node_name(self) -> str:
+        """The group or fanning-out node (the seed's PARALLEL_END field)."""
+        return self.source
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InterruptRaised(GraphEvent):
     """A generator node yielded an InterruptRequest that has no answer yet."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.INTERRUPT_RAISED
+    type: ClassVar[GraphEventType] = GraphEventType.GRAPH_INTERRUPT
     node: str
     """The node waiting for an answer."""
     interrupt_id: str
@@ -299,18 +393,22 @@ class RunPaused(GraphEvent):
 class RunResumed(GraphEvent):
     """A run continued from a checkpoint or from its live paused state."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.RUN_RESUMED
+    type: ClassVar[GraphEventType] = GraphEventType.GRAPH_RESUME
     checkpoint_id: str | None
     """The checkpoint it continued from."""
     live: bool = False
     """True when the paused generator was still in memory (nothing before its yield re-ran)."""
+    node: str | None = None
+    """The node whose interrupt was answered (the first, when several were)."""
+    interrupt_id: str | None = None
+    """The interrupt that was answered (the first, when several were)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointSaved(GraphEvent):
     """A checkpoint of the run was written (or, with ``durability="async"``, handed to a writer)."""
 
-    type: ClassVar[GraphEventType] = GraphEventType.CHECKPOINT_SAVED
+    type: ClassVar[GraphEventType] = GraphEventType.CHECKPOINT
     checkpoint_id: str
     """Its id."""
     trigger: str
@@ -329,3 +427,128 @@ class NodeCacheHit(GraphEvent):
     """The node."""
     key: str
     """The cache key its input gave."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMCallStarted(GraphEvent):
+    """An agent is about to call its model (after the run's budgets allowed it)."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.LLM_CALL_STARTED
+    node: str | None
+    """The agent node making the call; ``None`` for an agent called outside a node."""
+    call_id: str
+    """Pairs this event with its LLMCallFinished."""
+    provider: str
+    """The provider's name (``"openai"``, ``"anthropic"``, ``"local"``...)."""
+    model: str
+    """The model asked for."""
+    agent: str = ""
+    """The agent's name."""
+    streaming: bool = False
+    """Whether the reply is streamed."""
+    request: Any = field(default=None, repr=False, compare=False)
+    """The CompletionRequest, on delivered events only (tracing with content capture reads it)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMCallFinished(GraphEvent):
+    """A model call returned (or failed); its usage is counted against the run's budgets."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.LLM_CALL_FINISHED
+    node: str | None
+    """The agent node that made the call."""
+    call_id: str
+    """The id its LLMCallStarted carried."""
+    provider: str
+    """The provider's name."""
+    model: str
+    """The model asked for."""
+    duration_ms: float
+    """Wall time of the call."""
+    input_tokens: int = 0
+    """Prompt tokens the provider reported."""
+    output_tokens: int = 0
+    """Completion tokens the provider reported."""
+    cost_usd: float | None = None
+    """What the call cost, when the model's price is known."""
+    response_model: str = ""
+    """The model that answered, as the provider reported it."""
+    finish_reason: str = ""
+    """Why generation stopped (``"stop"``, ``"length"``, ``"tool_calls"``...)."""
+    error: str | None = None
+    """The failure, as ``Type: message``, when the call failed."""
+    completion: Any = field(default=None, repr=False, compare=False)
+    """The Completion, on delivered events only."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted(GraphEvent):
+    """An agent started running a tool its model asked for."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.TOOL_CALL_STARTED
+    node: str | None
+    """The agent node."""
+    tool: str
+    """The tool's name."""
+    call_id: str
+    """The model's id for this tool call."""
+    arguments: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The arguments, on delivered events only."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallFinished(GraphEvent):
+    """A tool call ended."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.TOOL_CALL_FINISHED
+    node: str | None
+    """The agent node."""
+    tool: str
+    """The tool's name."""
+    call_id: str
+    """The model's id for this tool call."""
+    duration_ms: float
+    """Wall time of the call."""
+    error: str | None = None
+    """What went wrong, when the tool failed (the model was told)."""
+    result: str | None = field(default=None, repr=False, compare=False)
+    """The tool's answer as the model sees it, on delivered events only."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExceeded(GraphEvent):
+    """A budget refused the next model call (or step); the run stops with ``stop_reason=budget``."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.BUDGET_EXCEEDED
+    budget: str
+    """``"token_budget"``, ``"cost_budget"`` or ``"time_budget"``."""
+    limit: float
+    """The limit that would have been passed."""
+    used: float
+    """What the run had used before the refused call."""
+    needed: float = 0.0
+    """What the refused call was estimated to need."""
+    node: str | None = None
+    """The node that wanted to make the call."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomEvent(GraphEvent):
+    """Data a node published with ``context.emit_custom(data)`` (astream's ``"custom"`` mode)."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.CUSTOM
+    node: str
+    """The node that published it."""
+    data: Any = None
+    """What it published."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SupervisorReplanned(GraphEvent):
+    """A supervisor threw its plan away after stalling and made a new one (seed 004)."""
+
+    type: ClassVar[GraphEventType] = GraphEventType.SUPERVISOR_REPLAN
+    stall_count: int
+    """Rounds without progress that led to the replan."""
+    new_plan: str
+    """The new plan, as text."""

@@ -1,31 +1,299 @@
-"""Observers: objects told about every event of a run, as it happens."""
+"""Observers: objects told about a run's events as they happen.
+
+Three shapes are accepted in ``observers=``:
+
+- a plain callable ``fn(event)``, or an :class:`Observer` with ``on_event``;
+- an :class:`AgentObserver` with the seed's thirteen ``on_*`` methods;
+- an :class:`AsyncAgentObserver` (``a_on_*``), or any observer whose
+  ``on_event`` is ``async def``: these are delivered through a queue
+  (``observe._delivery``), so a slow one never holds the run up.
+
+Only the methods a subclass overrides are called, chosen once per class.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any, ClassVar
 
-from selectgraph.observe._events import GraphEvent
+from selectgraph.observe._delivery import AsyncHandler, enqueue, run_ended
+from selectgraph.observe._events import (
+    EdgeFired,
+    GraphEvent,
+    InterruptRaised,
+    LoopDetected,
+    NodeFinished,
+    NodeStarted,
+    ParallelFinished,
+    ParallelStarted,
+    RunFailed,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    StallDetected,
+    SupervisorReplanned,
+)
 from selectgraph.observe._recorder import Listener
 
-__all__ = ["Observer", "as_listener"]
+__all__ = ["AgentObserver", "AsyncAgentObserver", "Observer", "as_listener"]
+
+logger = logging.getLogger("selectgraph")
 
 
 class Observer:
     """Base for objects notified of every event of a run; override :meth:`on_event`.
 
-    Observers are called synchronously, in the order given; an exception in one
-    is logged and never reaches the run.
+    A synchronous ``on_event`` is called in the run, in the order observers were
+    given; an ``async def on_event`` is queued and awaited on selectgraph's
+    delivery loop. An exception in either is logged and never reaches the run.
     """
 
     def on_event(self, event: GraphEvent) -> None:
         """Called for each event."""
 
 
+# The seed's thirteen events: (method, event class, how the event becomes arguments).
+_Args = Callable[[Any], tuple[Any, ...]]
+_SEED_EVENTS: tuple[tuple[str, type[GraphEvent], _Args], ...] = (
+    ("graph_start", RunStarted, lambda e: (e.run_id, e.graph, e.entry, e.state)),
+    ("graph_end", RunFinished, lambda e: (e.run_id, e.graph, e.steps, e.duration_ms)),
+    (
+        "graph_error",
+        RunFailed,
+        lambda e: (e.run_id, e.graph, e.node, e.exception if e.exception is not None else e.error),
+    ),
+    ("node_start", NodeStarted, lambda e: (e.run_id, e.node, e.step)),
+    ("node_end", NodeFinished, lambda e: (e.run_id, e.node, e.step, e.duration_ms)),
+    ("graph_routing", EdgeFired, lambda e: (e.run_id, e.source, e.next_node)),
+    ("graph_interrupt", InterruptRaised, lambda e: (e.run_id, e.node, e.interrupt_id)),
+    ("graph_resume", RunResumed, lambda e: (e.run_id, e.node, e.interrupt_id)),
+    ("parallel_start", ParallelStarted, lambda e: (e.run_id, e.source, list(e.branches))),
+    (
+        "parallel_end",
+        ParallelFinished,
+        lambda e: (e.run_id, e.source, len(e.succeeded) + len(e.failed) + len(e.cancelled)),
+    ),
+    ("stall_detected", StallDetected, lambda e: (e.run_id, e.node, e.unchanged_steps)),
+    ("loop_detected", LoopDetected, lambda e: (e.run_id, e.node, 1)),
+    ("supervisor_replan", SupervisorReplanned, lambda e: (e.run_id, e.stall_count, e.new_plan)),
+)
+_OUTERMOST_ONLY = frozenset({RunStarted, RunFinished, RunFailed, RunResumed})
+"""Events the seed reports once per run: a subgraph's own start and end are not the run's."""
+
+
+def _overridden(cls: type, base: type, name: str) -> bool:
+    return getattr(cls, name, None) is not getattr(base, name, None)
+
+
+class AgentObserver(Observer):
+    """The seed's observer: override any of the thirteen ``on_*`` methods.
+
+    ``on_graph_start``, ``on_graph_end``, ``on_graph_error`` and
+    ``on_graph_resume`` are called for the outermost graph only; node, routing,
+    parallel, stall and loop methods also for nodes inside subgraphs and
+    branches (``on_event`` gets the full event, with its ``namespace`` and
+    ``branch``). Override ``on_event`` too to see every event.
+    """
+
+    _dispatch: ClassVar[dict[type[GraphEvent], tuple[str, _Args]]] = {}
+    _wants_all: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dispatch = {
+            event_cls: (f"on_{name}", args)
+            for name, event_cls, args in _SEED_EVENTS
+            if _overridden(cls, AgentObserver, f"on_{name}")
+        }
+        cls._wants_all = _overridden(cls, AgentObserver, "on_event")
+
+    def listener(self) -> Listener:
+        """The callable the run calls with each event."""
+        dispatch = self._dispatch
+        on_event = self.on_event if self._wants_all else None
+
+        def deliver(event: GraphEvent) -> None:
+            if on_event is not None:
+                on_event(event)
+            found = dispatch.get(type(event))
+            if found is not None and (type(event) not in _OUTERMOST_ONLY or _outermost(event)):
+                name, args = found
+                getattr(self, name)(*args(event))
+
+        return deliver
+
+    def on_graph_start(self, run_id: str, graph_name: str, entry_node: str, state: Any) -> None:
+        """The run began."""
+
+    def on_graph_end(
+        self, run_id: str, graph_name: str, steps: int, total_duration_ms: float
+    ) -> None:
+        """The run finished."""
+
+    def on_graph_error(
+        self, run_id: str, graph_name: str, node_name: str | None, error: Any
+    ) -> None:
+        """The run failed (``error`` is the exception)."""
+
+    def on_node_start(self, run_id: str, node_name: str, step: int) -> None:
+        """A node began."""
+
+    def on_node_end(self, run_id: str, node_name: str, step: int, duration_ms: float) -> None:
+        """A node finished."""
+
+    def on_graph_routing(self, run_id: str, from_node: str, to_node: str) -> None:
+        """Routing chose the next node (``"__end__"`` for END)."""
+
+    def on_graph_interrupt(self, run_id: str, node_name: str, interrupt_id: str) -> None:
+        """A node asked a question; the run pauses."""
+
+    def on_graph_resume(self, run_id: str, node_name: str | None, interrupt_id: str | None) -> None:
+        """A paused run continued."""
+
+    def on_parallel_start(self, run_id: str, group_name: str, child_nodes: list[str]) -> None:
+        """A fan-out started its branches."""
+
+    def on_parallel_end(self, run_id: str, group_name: str, child_count: int) -> None:
+        """A fan-out's branches were merged."""
+
+    def on_stall_detected(self, run_id: str, node_name: str, stall_count: int) -> None:
+        """The state has not changed for ``stall_count`` steps."""
+
+    def on_loop_detected(self, run_id: str, node_name: str, loop_count: int) -> None:
+        """A node came back to a state it had already seen."""
+
+    def on_supervisor_replan(self, run_id: str, stall_count: int, new_plan: str) -> None:
+        """A supervisor made a new plan after stalling."""
+
+
+def _outermost(event: GraphEvent) -> bool:
+    return not event.namespace and event.branch is None
+
+
+class AsyncAgentObserver(Observer):
+    """The seed's async observer: override any ``a_on_*`` method (``async def``).
+
+    Calls are queued and awaited one at a time, in event order, on selectgraph's
+    delivery loop; the run does not wait for them. ``await graph.drain()`` (or
+    ``selectgraph.drain_observers()``) waits until they have all been made.
+    """
+
+    _dispatch: ClassVar[dict[type[GraphEvent], tuple[str, _Args]]] = {}
+    _wants_all: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dispatch = {
+            event_cls: (f"a_on_{name}", args)
+            for name, event_cls, args in _SEED_EVENTS
+            if _overridden(cls, AsyncAgentObserver, f"a_on_{name}")
+        }
+        cls._wants_all = _overridden(cls, AsyncAgentObserver, "a_on_event")
+
+    def listener(self) -> Listener:
+        """The callable the run calls with each event: it only queues."""
+        dispatch = self._dispatch
+        wants_all = self._wants_all
+
+        def deliver(event: GraphEvent) -> None:
+            if wants_all:
+                enqueue(self.a_on_event, event)
+            found = dispatch.get(type(event))
+            if found is None:
+                if not wants_all:
+                    run_ended(event)  # the run's queue still closes after its last event
+                return
+            if type(event) not in _OUTERMOST_ONLY or _outermost(event):
+                name, args = found
+                method = getattr(self, name)
+                values = args(event)
+
+                async def call(_: GraphEvent) -> None:
+                    await method(*values)
+
+                call.__self__ = self  # type: ignore[attr-defined]  # named in error reports
+                enqueue(call, event)
+
+        return deliver
+
+    async def a_on_event(self, event: GraphEvent) -> None:
+        """Every event (override to see them all)."""
+
+    async def a_on_graph_start(
+        self, run_id: str, graph_name: str, entry_node: str, state: Any
+    ) -> None:
+        """The run began."""
+
+    async def a_on_graph_end(
+        self, run_id: str, graph_name: str, steps: int, total_duration_ms: float
+    ) -> None:
+        """The run finished."""
+
+    async def a_on_graph_error(
+        self, run_id: str, graph_name: str, node_name: str | None, error: Any
+    ) -> None:
+        """The run failed."""
+
+    async def a_on_node_start(self, run_id: str, node_name: str, step: int) -> None:
+        """A node began."""
+
+    async def a_on_node_end(
+        self, run_id: str, node_name: str, step: int, duration_ms: float
+    ) -> None:
+        """A node finished."""
+
+    async def a_on_graph_routing(self, run_id: str, from_node: str, to_node: str) -> None:
+        """Routing chose the next node."""
+
+    async def a_on_graph_interrupt(self, run_id: str, node_name: str, interrupt_id: str) -> None:
+        """A node asked a question."""
+
+    async def a_on_graph_resume(
+        self, run_id: str, node_name: str | None, interrupt_id: str | None
+    ) -> None:
+        """A paused run continued."""
+
+    async def a_on_parallel_start(
+        self, run_id: str, group_name: str, child_nodes: list[str]
+    ) -> None:
+        """A fan-out started."""
+
+    async def a_on_parallel_end(self, run_id: str, group_name: str, child_count: int) -> None:
+        """A fan-out was merged."""
+
+    async def a_on_stall_detected(self, run_id: str, node_name: str, stall_count: int) -> None:
+        """The state has not changed for ``stall_count`` steps."""
+
+    async def a_on_loop_detected(self, run_id: str, node_name: str, loop_count: int) -> None:
+        """A node came back to a state it had already seen."""
+
+    async def a_on_supervisor_replan(self, run_id: str, stall_count: int, new_plan: str) -> None:
+        """A supervisor made a new plan after stalling."""
+
+
 def as_listener(observer: Any) -> Listener:
-    """The callable that delivers events to ``observer`` (an Observer or a plain function)."""
+    """The callable that delivers events to ``observer``.
+
+    Raises:
+        TypeError: ``observer`` is none of the accepted shapes.
+    """
+    if isinstance(observer, AgentObserver | AsyncAgentObserver):
+        return observer.listener()
     on_event = getattr(observer, "on_event", None)
-    if callable(on_event):
-        return on_event  # type: ignore[no-any-return]
-    if callable(observer):
-        return observer  # type: ignore[no-any-return]
-    raise TypeError(f"an observer needs an on_event(event) method, got {observer!r}")
+    target = on_event if callable(on_event) else observer if callable(observer) else None
+    if target is None:
+        raise TypeError(
+            f"an observer needs an on_event(event) method or must be callable, got {observer!r}"
+        )
+    if inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        getattr(target, "__call__", None)  # noqa: B004 - an object with async __call__
+    ):
+        handler: AsyncHandler = target
+
+        def queue(event: GraphEvent) -> None:
+            enqueue(handler, event)
+
+        return queue
+    return target  # type: ignore[no-any-return]

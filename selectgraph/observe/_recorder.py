@@ -80,10 +80,12 @@ def _expand(raw: RawEvent) -> tuple[GraphEvent, GraphEvent]:
     )
 
 
-def _build(raw: RawEvent) -> GraphEvent:
+def _build(raw: RawEvent, extra: dict[str, Any] | None = None) -> GraphEvent:
     cls = _CLASSES[raw[0]]
     (run_id, graph, namespace, branch), step, timestamp = raw[1:4]
     own = dict(zip(_own_fields(cls), raw[4:], strict=False))
+    if extra:
+        own.update(extra)
     return cls(
         run_id=run_id,
         graph=graph,
@@ -256,8 +258,12 @@ class EventRecorder:
         duration: float,
         outcome: str,
         attempts: int,
+        update: Any = None,
+        state: Any = None,
     ) -> None:
         """Record NodeFinished; unobserved, it joins the node's NodeStarted in one entry.
+
+        Listeners also get ``update`` (what the node wrote) and ``state``.
 
         A long unobserved run keeps one tuple per node instead of two, so the
         garbage collector has fewer objects to walk.
@@ -278,7 +284,15 @@ class EventRecorder:
                 log[-1] = (_SPAN, self._base, step, last[3], node, visit, finished, duration,
                            outcome, attempts)  # fmt: skip
                 return
-        self.record_at(clock, NodeFinished, step, node, visit, duration, outcome, attempts)
+        if self.live:
+            raw = (_code(NodeFinished), self._base, step, clock + self._wall_offset, node, visit,
+                   duration, outcome, attempts)  # fmt: skip
+            # The trace keeps the plain tuple: holding the state there would keep it
+            # alive as long as anything holds the trace.
+            self._log.append(raw)
+            self._deliver(_build((*raw, None, update, state)))
+        else:
+            self.record_at(clock, NodeFinished, step, node, visit, duration, outcome, attempts)
 
     def record_delivering(
         self, cls: type[GraphEvent], step: int, *values: Any, **deliver_only: Any
@@ -290,12 +304,9 @@ class EventRecorder:
         then wait for the cyclic garbage collector instead of being freed at once.
         """
         raw = (_code(cls), self._base, step, time.time(), *values)
-        if not self.live:
-            self._log.append(raw)
-            return
-        event = _build(raw)
-        self._log.append(event)
-        self._deliver(dataclasses.replace(event, **deliver_only))
+        self._log.append(raw)
+        if self.live:
+            self._deliver(_build(raw, deliver_only))
 
     def emit(self, event: GraphEvent) -> None:
         """Record an already-built ``event`` and deliver it to every listener up the chain."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -131,7 +132,9 @@ def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
 async def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
     """Await a synchronous node's coroutine on a worker thread, so siblings keep running."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_shared_pool(), drive, coroutine)
+    # The run's context (its budget and cancellation control) goes with the node.
+    context = contextvars.copy_context()
+    return await loop.run_in_executor(_shared_pool(), context.run, drive, coroutine)
 
 
 Outcome = Any
@@ -216,7 +219,10 @@ def run_on_threads(
         max_workers=workers, thread_name_prefix="selectgraph-branch"
     ) as pool:
         # Each coroutine is made on its thread: one that never starts is never made.
-        futures = [pool.submit(_drive_call, call, task) for task in tasks]
+        # Each thread runs in a copy of the run's context (its budget and cancellation).
+        futures = [
+            pool.submit(contextvars.copy_context().run, _drive_call, call, task) for task in tasks
+        ]
         mode = (
             concurrent.futures.FIRST_EXCEPTION
             if failure_mode == "fail_all"

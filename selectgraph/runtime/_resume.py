@@ -604,6 +604,10 @@ async def _record_answers(run: Run, answers: Mapping[str, Any], next_: list[Any]
     for interrupt_id, answer in answers.items():
         book.answers[interrupt_id] = answer
         book.pending.pop(interrupt_id, None)
+    for interrupt_id in answers:  # named on RunResumed: the first one answered
+        asked = before_pending.get(interrupt_id)
+        run.resumed_answer = (asked.node if asked is not None else None, interrupt_id)
+        break
     durable = run.durable
     if durable is None:
         return

@@ -60,6 +60,7 @@ from selectgraph.graph._result import GraphResult, NodeResult
 from selectgraph.graph._state import LAST_OUTPUT, GraphState
 from selectgraph.graph._views import StateView
 from selectgraph.observe._events import (
+    BudgetExceeded,
     EdgeFired,
     InterruptRaised,
     NodeFinished,
@@ -88,6 +89,16 @@ from selectgraph.runtime._branches import (
     run_concurrently,
     run_on_threads,
 )
+from selectgraph.runtime._control import (
+    Budget,
+    BudgetStop,
+    RunCancelledByToken,
+    RunControl,
+    cancel_task_on,
+    current_control,
+)
+from selectgraph.runtime._control import enter as enter_control
+from selectgraph.runtime._control import leave as leave_control
 from selectgraph.runtime._fanout import FanOutOptions, FanOutPlan, plan_fanout
 from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches, relative_to
 from selectgraph.runtime._retry import is_retryable, retry_after_failure
@@ -101,10 +112,36 @@ __all__ = ["Run", "blocking_sleep", "new_run_id"]
 
 Sleep = Callable[[float], Awaitable[None]]
 
-Stop = Literal["end", "join", "max_steps", "loop", "paused"]
+Stop = Literal[
+    "end",
+    "join",
+    "max_steps",
+    "loop",
+    "paused",
+    "token_budget",
+    "cost_budget",
+    "time_budget",
+    "cancelled",
+]
 """Why a walk stopped: END, the branch's join point, the step limit, a loop stop, or a pause."""
 
 _random_bits = random.getrandbits
+
+
+_NO_BUDGET = Budget()
+_STOPPED_EARLY = frozenset({"max_steps", "token_budget", "cost_budget", "time_budget", "cancelled"})
+"""Stops before a node ran: continuing the run starts at that node."""
+_TRIGGERS = {
+    "join": "end",
+    "token_budget": "budget",
+    "cost_budget": "budget",
+    "time_budget": "budget",
+    "cancelled": "cancel",
+}
+
+
+def _nothing() -> None:
+    return None
 
 
 async def blocking_sleep(seconds: float) -> None:
@@ -253,6 +290,9 @@ class Run:
     first_write: tuple[str, list[Any], dict[str, Any] | None] | None = None
     """A checkpoint to write once the run has announced itself (its input, or a fork)."""
     _pause_reason = ""
+    resumed_answer: tuple[str | None, str | None] = (None, None)
+    """The node and interrupt id of the (first) answer a resume was given."""
+    _unsubscribe: Callable[[], None] = staticmethod(_nothing)
     _pause_next: list[Any] | None = None
     _fan_out_source = ""
 
@@ -306,13 +346,29 @@ class Run:
         durable = self.durable
         stop: Stop
         output: Any  # a NodeOutput, or what _recover says of a failure (a bool)
+        # Budgets and a cancellation token: the outermost run that has them owns
+        # the control; its subgraphs and branches see it through the context.
+        control: RunControl | None = None
+        entered: Any = None
+        if top and settings.controlled and current_control() is None:
+            control = RunControl(
+                settings.budget or _NO_BUDGET, settings.cancellation_token, self.usage
+            )
+            entered = enter_control(control)
+            self._unsubscribe = self._watch_token(control)
         try:
             if top:
                 if self.resumed_from is None and not self.resumed_live:
-                    self.recorder.record(RunStarted, 0, target)
+                    self.recorder.record_delivering(RunStarted, 0, target, state=state)
                 else:
+                    answered_node, answered = self.resumed_answer
                     self.recorder.record(
-                        RunResumed, self.steps, self.resumed_from, self.resumed_live
+                        RunResumed,
+                        self.steps,
+                        self.resumed_from,
+                        self.resumed_live,
+                        answered_node,
+                        answered,
                     )
                 if self.first_write is not None:
                     assert durable is not None
@@ -340,6 +396,16 @@ class Run:
                     break
                 if abort is not None and abort.is_set():
                     raise BranchAborted(f"branch {self.branch!r} stopped: its fan-out failed")
+                if control is not None:
+                    refused = control.refusal()
+                    if refused is not None:
+                        if refused != "cancelled":
+                            limit, used = control.spent(refused)
+                            recorder.record(BudgetExceeded, self.steps, refused, limit, used)
+                        self._stopped_at = target
+                        self._degraded = True
+                        stop = refused  # type: ignore[assignment]
+                        break
                 if durable is not None and target in durable.pause_before:
                     if durable.skip_gate == target:
                         durable.skip_gate = None  # the gate this run was continued from
@@ -485,6 +551,21 @@ class Run:
             if stop == "max_steps":
                 return self._stop_at_limit(self._stopped_at)
             return self._finish("end" if stop == "join" else stop)
+        except (BudgetStop, RunCancelledByToken) as signal:
+            if control is None:
+                raise  # the run that owns the budget stops, with its subgraphs and branches
+            if type(signal) is BudgetStop:
+                self.recorder.record(
+                    BudgetExceeded,
+                    self.steps,
+                    signal.kind,
+                    signal.limit,
+                    signal.used,
+                    signal.needed,
+                    name,
+                )
+                return await self._stop_inside(signal.kind, name, type(target) is Branches)
+            return await self._stop_inside("cancelled", name, type(target) is Branches)
         except NodeInterrupt as signal:
             if not top:
                 raise  # the run at the top pauses, with every branch's questions
@@ -509,6 +590,18 @@ class Run:
                 )
             raise
         except BaseException as exc:
+            if (
+                control is not None
+                and control.token is not None
+                and control.token.cancelled
+                and isinstance(exc, asyncio.CancelledError)
+            ):
+                # Our own token cancelled the task (an LLM call in flight, branches):
+                # take the cancellation back and stop cleanly.
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                return await self._stop_inside("cancelled", name, type(target) is Branches)
             if top:
                 # Cancelled, timed out, interrupted or closed from outside.
                 self.recorder.record(
@@ -517,6 +610,56 @@ class Run:
                 if durable is not None:
                     self._save_cancelled(name)
             raise
+        finally:
+            if entered is not None:
+                leave_control(entered)
+                self._unsubscribe()
+
+    def _watch_token(self, control: RunControl) -> Callable[[], None]:
+        """Cancel this run's task when its token is cancelled (a run with a loop only)."""
+        if control.token is None or self.driven_without_loop:
+            return _nothing
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            return _nothing
+        return cancel_task_on(control.token, task)
+
+    async def _stop_inside(self, reason: Stop, name: str, in_fan_out: bool) -> GraphResult:
+        """Stop for a budget or a cancellation that came in the middle of ``name``.
+
+        What completed is kept; ``name`` runs again when the run is continued
+        from the checkpoint saved here (with a store).
+        """
+        self._degraded = True
+        if not in_fan_out and self.state.current_node == name:
+            self.recorder.record(
+                NodeFinished,
+                self.steps,
+                name,
+                self._visits.get(name, 1),
+                0.0,
+                "cancelled",
+                1,
+                f"stopped: {reason}",
+            )
+        durable = self.durable
+        if durable is not None:
+            try:
+                await durable.flush(self)
+                checkpoint = await durable.write(
+                    self,
+                    "cancel" if reason == "cancelled" else "budget",
+                    self._resume_point(name, in_fan_out),
+                    extra={"stop_reason": reason},
+                )
+                await durable.flush(self)
+                self._checkpoint_id = checkpoint.checkpoint_id
+            finally:
+                durable.close()
+        else:
+            self._roll_back(name)
+        return self._finish(reason)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------- one node
     def _preflight(self, spec: NodeSpec, visit: int) -> None:
@@ -578,7 +721,9 @@ class Run:
                 output.agent_result,
             )
         )
-        self.recorder.finish_node(finished, step, name, visit, duration, "success", attempts)
+        self.recorder.finish_node(
+            finished, step, name, visit, duration, "success", attempts, written, self.state
+        )
 
     async def _recover(
         self, spec: NodeSpec, visit: int, exc: Exception, started: float
@@ -1601,11 +1746,12 @@ class Run:
             )
             return result
         self.state.current_node = None
-        if stop == "max_steps" and isinstance(self._stopped_at, str):
+        if stop in _STOPPED_EARLY and isinstance(self._stopped_at, str):
             next_: list[Any] = [self._stopped_at]  # a later call may continue from there
         else:
             next_ = []
-        checkpoint = await durable.write(self, stop if stop != "join" else "end", next_)
+        trigger = _TRIGGERS.get(stop, stop)
+        checkpoint = await durable.write(self, trigger, next_)
         await durable.flush(self)
         durable.close()
         self._checkpoint_id = checkpoint.checkpoint_id
@@ -1694,6 +1840,11 @@ class Run:
             elif isinstance(error, MaxStepsExceeded):
                 stop = "max_steps"
             error.result = self._build_result(stop, "failed")
-        self.recorder.record(
-            RunFailed, self.steps, _describe_error(error), error.category, error.node
+        self.recorder.record_delivering(
+            RunFailed,
+            self.steps,
+            _describe_error(error),
+            error.category,
+            error.node,
+            exception=error,
         )
