@@ -17,8 +17,6 @@ LATER = {
     "SupervisorAgent": "issue 11 (supervisor)",
     "SupervisorStrategy": "issue 11 (supervisor)",
     "ModelSplit": "issue 11 (supervisor)",
-    "AgentObserver": "issue 10 (observers)",
-    "CancellationToken": "issue 10 (cancel and budgets)",
 }
 
 
