@@ -23,8 +23,10 @@ the events they produce are read back as OpenArmature node events:
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +37,16 @@ from pydantic import BaseModel, Field, create_model
 
 import selectgraph as sg
 from selectgraph import END, AgentGraph, GraphEvent, GraphState, Scatter
-from selectgraph.graph import FailureMode
-from selectgraph.observe import NodeFinished, NodeRetried, NodeStarted
+from selectgraph.graph import FailureMode, NodeContext
+from selectgraph.observe import (
+    DrainSummary,
+    NodeFinished,
+    NodeRetried,
+    NodeStarted,
+    RunFailed,
+    RunStarted,
+    drain_events_for,
+)
 
 ADAPTER_VERSION = (0, 48, 0)
 """The conformance-adapter spec version this adapter targets."""
@@ -60,6 +70,10 @@ _CASE_KEYS = frozenset(
         "graph",
         "conformance_version",
         "observers",
+        "invoke",
+        "invoke_with",
+        "invocations",
+        "invariants",
     }
 )
 _NODE_BEHAVIOURS = frozenset({"update", "update_pure", "update_from_field", "raises"})
@@ -81,17 +95,6 @@ _ERROR_POLICIES: dict[str, FailureMode] = {"fail_fast": "fail_all", "collect": "
 """OpenArmature fan-out / branch error policies and the selectgraph failure modes they are."""
 SEPARATOR = "::"
 """Joins a fixture node's name to the role of a node the adapter adds for it."""
-LATER = {
-    "invoke_drain_events_for": (
-        "drain_events_for() and observer delivery queues (graph-engine §6 per-invocation "
-        "drain) come in issue 10"
-    ),
-    "accumulate": (
-        "accumulate observers need per-invocation_id buckets read through drain_events_for() "
-        "(graph-engine §6), which come in issue 10"
-    ),
-}
-"""Directives for features selectgraph does not have yet, and why."""
 
 
 class AdapterError(Exception):
@@ -217,31 +220,83 @@ def build_schema(
 
 
 # -------------------------------------------------------------------- nodes
-def _node_function(name: str, spec: dict[str, Any]) -> Any:
+def _apply(behaviours: list[str], spec: dict[str, Any], state: GraphState) -> dict[str, Any]:
+    update: dict[str, Any] = {}
+    for key in behaviours:  # conformance-adapter §8.3: document order
+        value = spec[key]
+        if key == "raises":
+            raise RuntimeError(value)
+        if key in ("update", "update_pure"):
+            update.update(copy.deepcopy(value))
+        elif key == "update_from_field":
+            multiplier = value.get("multiplier", 1)
+            for target, source in value.items():
+                if target != "multiplier":
+                    update[target] = state[source] * multiplier
+    return update
+
+
+def _node_function(name: str, spec: dict[str, Any], harness: Harness | None) -> Any:
     behaviours = [key for key in spec if key in _NODE_BEHAVIOURS]
-    unknown = set(spec) - _NODE_BEHAVIOURS
-    for key in unknown & LATER.keys():
-        raise AdapterError("fixture_directive_unknown", f"node {name!r}: {LATER[key]}")
+    unknown = set(spec) - _NODE_BEHAVIOURS - {"invoke_drain_events_for"}
     if unknown:
         raise AdapterError("fixture_directive_unknown", f"node {name!r} has {sorted(unknown)}")
+    drain_spec = spec.get("invoke_drain_events_for")
+    if drain_spec is None:
 
-    def node(state: GraphState) -> dict[str, Any]:
-        update: dict[str, Any] = {}
-        for key in behaviours:  # conformance-adapter §8.3: document order
-            value = spec[key]
-            if key == "raises":
-                raise RuntimeError(value)
-            if key in ("update", "update_pure"):
-                update.update(copy.deepcopy(value))
-            elif key == "update_from_field":
-                multiplier = value.get("multiplier", 1)
-                for target, source in value.items():
-                    if target != "multiplier":
-                        update[target] = state[source] * multiplier
+        def node(state: GraphState) -> dict[str, Any]:
+            return _apply(behaviours, spec, state)
+
+        node.__name__ = name
+        return node
+    if harness is None:
+        raise AdapterError("fixture_schema_invalid", "invoke_drain_events_for needs a harness")
+    unknown = set(drain_spec) - {"timeout_seconds", "snapshot_observer"}
+    if unknown:
+        raise AdapterError("fixture_directive_unknown", f"drain directive has {sorted(unknown)}")
+    timeout = drain_spec.get("timeout_seconds")
+    watched = drain_spec["snapshot_observer"]
+
+    async def draining_node(state: GraphState, context: NodeContext) -> dict[str, Any]:
+        update = _apply(behaviours, spec, state)
+        # conformance-adapter §5.1: the real per-invocation drain, then the bucket.
+        emitted = harness.snapshots.emitted(context.run_id)
+        began = time.monotonic()
+        summary = await drain_events_for(context.run_id, timeout=timeout)
+        elapsed = time.monotonic() - began
+        observer = harness.observer(watched)
+        harness.node_drains.append(
+            NodeDrain(
+                name,
+                context.run_id,
+                summary,
+                elapsed,
+                timeout,
+                observer,
+                observer.bucket(context.run_id),
+                emitted,
+            )
+        )
         return update
 
-    node.__name__ = name
-    return node
+    draining_node.__name__ = name
+    return draining_node
+
+
+@dataclass(frozen=True)
+class NodeDrain:
+    """What one ``invoke_drain_events_for`` node saw: summary, time taken, observer bucket."""
+
+    node: str
+    run_id: str
+    summary: DrainSummary
+    elapsed: float
+    timeout: float | None
+    observer: RecordingObserver
+    bucket: list[GraphEvent]
+    """The snapshot observer's bucket for the run, as the drain returned."""
+    emitted: int
+    """Node events the run had emitted when the drain was called."""
 
 
 # ---------------------------------------------------------------- layout
@@ -258,6 +313,8 @@ class Layout:
     boundaries: dict[str, tuple[str, str, str | None]] = field(default_factory=dict)
     """A namespace segment the adapter named -> ``(fixture segment, kind, branch name)``,
     ``kind`` being ``"fan_out"`` or ``"branch"``; segments not listed are plain subgraphs."""
+    hidden_fields: set[str] = field(default_factory=set)
+    """State fields the adapter added (a fan-out's item and collected values)."""
 
     def add_boundary(self, segment: str, entry: tuple[str, str, str | None]) -> None:
         """Record ``segment``; the same name standing for two boundaries is ambiguous."""
@@ -402,7 +459,8 @@ def build_graph(
     graph: dict[str, Any],
     subgraphs: Mapping[str, AgentGraph],
     layout: Layout | None = None,
-    observers: Sequence[Callable[[GraphEvent], None]] = (),
+    observers: Sequence[Any] = (),
+    harness: Harness | None = None,
 ) -> AgentGraph:
     """The AgentGraph a fixture graph block describes (``layout`` learns what was built)."""
     layout = layout if layout is not None else Layout()
@@ -416,6 +474,7 @@ def build_graph(
         if "fan_out" in spec:
             item_field, collected = _fan_out_fields(node_name)
             extra[item_field] = (Any, None)
+            layout.hidden_fields.update((item_field, collected))
             extra[collected] = (Annotated[list[Any], _collect], Field(default_factory=list))
     result = AgentGraph(
         name,
@@ -454,7 +513,7 @@ def build_graph(
             )
             layout.roles[(name, node_name)] = "subgraph"
         else:
-            result.add_node(node_name, _node_function(node_name, spec))
+            result.add_node(node_name, _node_function(node_name, spec, harness))
     for edge in graph.get("edges") or []:
         if edge.get("from") in fan_outs:  # a fan-out node moves on once its instances joined
             edge = {**edge, "from": edge["from"] + SEPARATOR + "join"}
@@ -491,12 +550,15 @@ def _add_edge(graph: AgentGraph, edge: dict[str, Any]) -> None:
 def build_case(
     case: dict[str, Any],
     layout: Layout | None = None,
-    observers: Sequence[Callable[[GraphEvent], None]] = (),
+    observers: Sequence[Any] = (),
+    harness: Harness | None = None,
 ) -> AgentGraph:
     """The graph of one case (``graph:`` block or top-level keys), subgraphs included.
 
-    ``observers`` are attached to the outermost graph; ``layout`` records what
-    the adapter built, for :func:`node_events`.
+    ``observers`` are attached to the outermost graph, after the harness's
+    snapshot listener and the observers it attaches there; the harness's
+    observers targeting a subgraph are attached to that subgraph. ``layout``
+    records what the adapter built, for :func:`node_events`.
     """
     unknown = set(case) - _CASE_KEYS
     if unknown:
@@ -509,11 +571,19 @@ def build_case(
             declared.update(source["subgraphs"])
         if "subgraph" in source:
             declared[source["subgraph"]["name"]] = source["subgraph"]
+    targets = harness.attached_to(declared) if harness is not None else {}
     built: dict[str, AgentGraph] = {}
     for sub_name, spec in declared.items():
         spec = {k: v for k, v in spec.items() if k != "name"}
-        built[sub_name] = build_graph(sub_name, spec, built, layout)
-    return build_graph(case.get("name", "fixture"), body, built, layout, observers)
+        built[sub_name] = build_graph(
+            sub_name, spec, built, layout, targets.get(sub_name, ()), harness
+        )
+    outer: list[Any] = []
+    if harness is not None:
+        outer = [harness.snapshots, *targets.get(None, ())]
+    return build_graph(
+        case.get("name", "fixture"), body, built, layout, [*outer, *observers], harness
+    )
 
 
 def state_subset(state: GraphState, expected: Mapping[str, Any]) -> dict[str, Any]:
@@ -522,70 +592,258 @@ def state_subset(state: GraphState, expected: Mapping[str, Any]) -> dict[str, An
 
 
 # ------------------------------------------------------------------ observers
-@dataclass
+_NODE_EVENT_TYPES = (NodeStarted, NodeFinished, NodeRetried, RunFailed)
+"""selectgraph events that can stand for OpenArmature node events."""
+_HIDDEN_ROLES = frozenset({"subgraph", "instance", "member"})
+
+
+class ObserverFailure(Exception):
+    """What a fixture's ``raise`` observer raises on every event."""
+
+
+@dataclass(eq=False)
 class RecordingObserver:
-    """A fixture's ``record`` observer (conformance-adapter §6.1): every event, in order."""
+    """A fixture observer (conformance-adapter §6.1): ``record``, ``accumulate`` or ``raise``.
+
+    Its ``on_event`` is ``async def``, so selectgraph delivers to it through
+    the run's serial delivery queue, on its delivery loop: what it records and
+    when is what that queue did. ``pace_ms`` is the sleep before each node
+    event, for the first invocation and for later ones.
+    """
 
     name: str
     phases: frozenset[str] = frozenset({"started", "completed"})
-    events: list[GraphEvent] = field(default_factory=list)
+    behavior: str = "record"
+    pace_ms: tuple[float, float] = (0, 0)
+    run_order: list[str] = field(default_factory=list, repr=False)
+    """Outermost run ids in invocation order (the harness's snapshot listener fills it)."""
+    deliveries: list[tuple[str, GraphEvent]] = field(default_factory=list, repr=False)
+    """``(observer name, event)`` in delivery order, shared by a case's observers."""
+    events: list[GraphEvent] = field(default_factory=list, repr=False)
+    buckets: dict[str, list[GraphEvent]] = field(default_factory=dict, repr=False)
+    """Events by ``run_id`` (OpenArmature's ``invocation_id``), for ``accumulate``."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def __call__(self, event: GraphEvent) -> None:
-        # Branches of a run without an event loop deliver from worker threads.
+    async def on_event(self, event: GraphEvent) -> None:
+        """Record ``event`` (after the configured pause); raise if that is the behaviour."""
+        if isinstance(event, _NODE_EVENT_TYPES):
+            first = not self.run_order or self.run_order[0] == event.run_id
+            pause = self.pace_ms[0 if first else 1]
+            if pause:
+                await asyncio.sleep(pause / 1000)
         with self._lock:
             self.events.append(event)
+            self.buckets.setdefault(event.run_id, []).append(event)
+            self.deliveries.append((self.name, event))
+        if self.behavior == "raise":
+            raise ObserverFailure(f"{self.name} raises on {event.type.name}")
+
+    def bucket(self, run_id: str) -> list[GraphEvent]:
+        """The events delivered so far for run ``run_id``."""
+        with self._lock:
+            return list(self.buckets.get(run_id, ()))
 
 
-def observers_of(case: dict[str, Any]) -> tuple[list[RecordingObserver], list[RecordingObserver]]:
-    """The case's observers: ``(graph-attached, per-invocation)``, outermost graph only."""
-    attached: list[RecordingObserver] = []
-    per_run: list[RecordingObserver] = []
+class Snapshots:
+    """A synchronous listener, first on the outermost graph: what node events lack.
+
+    selectgraph's node events carry neither OpenArmature's invocation-wide
+    ``step`` nor state snapshots. Listeners are called in the run as each
+    event is emitted, so this one reads the run's live state objects
+    (``RunStarted.state`` of each graph run, ``NodeFinished.state``) at that
+    moment and keeps, per event: ``step`` (node starts counted in emission
+    order across subgraphs), ``pre_state``, ``post_state``, ``error`` (the
+    category of the RunFailed naming the node) and ``parent_states`` (each
+    enclosing graph's state when it entered the subgraph node; outside
+    fan-outs only).
+    """
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.run_ids: list[str] = []
+        """Outermost run ids, in the order the runs started."""
+        self._lock = threading.Lock()
+        self._extras: dict[int, tuple[GraphEvent, dict[str, Any]]] = {}
+        self._states: dict[tuple[Any, ...], GraphState] = {}
+        self._pre: dict[tuple[Any, ...], Any] = {}
+        self._steps: dict[tuple[Any, ...], int] = {}
+        self._entered: dict[tuple[Any, ...], Any] = {}
+        self._next_step: dict[str, int] = {}
+        self._emitted: dict[str, int] = {}
+
+    def __call__(self, event: GraphEvent) -> None:
+        with self._lock:
+            self._see(event)
+
+    def emitted(self, run_id: str) -> int:
+        """OpenArmature node events run ``run_id`` has emitted so far."""
+        with self._lock:
+            return self._emitted.get(run_id, 0)
+
+    def extras(self, event: GraphEvent) -> dict[str, Any]:
+        """The fields taken for ``event`` when it was emitted."""
+        with self._lock:
+            found = self._extras.get(id(event))
+        return dict(found[1]) if found is not None and found[0] is event else {}
+
+    def _data(self, key: tuple[Any, ...]) -> Any:
+        state = self._states.get(key)
+        if state is None:
+            return None
+        hidden = self.layout.hidden_fields
+        return {k: copy.deepcopy(v) for k, v in state.data.items() if k not in hidden}
+
+    def _see(self, event: GraphEvent) -> None:
+        run_id = event.run_id
+        key = (run_id, event.namespace, event.branch)
+        if isinstance(event, RunStarted):
+            if event.state is not None:
+                self._states[key] = event.state
+            if not event.namespace and event.branch is None:
+                self.run_ids.append(run_id)
+            return
+        node = getattr(event, "node", None)
+        if not isinstance(event, _NODE_EVENT_TYPES) or node is None:
+            return
+        role = self.layout.roles.get((event.graph, node))
+        slot = (key, self.layout.fixture_name(event.graph, node))
+        extras: dict[str, Any] = {}
+        if isinstance(event, NodeStarted):
+            if role != "join":  # the join's start is inside its fan-out node's pair
+                self._pre[slot] = self._data(key)
+                if role in _HIDDEN_ROLES and event.branch is None:
+                    self._entered[(run_id, (*event.namespace, node))] = self._pre[slot]
+                elif role not in _HIDDEN_ROLES:
+                    self._steps[slot] = self._next_step.get(run_id, 0)
+                    self._next_step[run_id] = self._steps[slot] + 1
+            extras["pre_state"] = self._pre.get(slot)
+        elif isinstance(event, NodeFinished):
+            extras["pre_state"] = self._pre.get(slot)
+            if event.outcome == "success" and event.state is not None:
+                extras["post_state"] = self._data(key) if key in self._states else None
+            else:
+                extras["error"] = event.error
+        elif isinstance(event, RunFailed):
+            extras["pre_state"] = self._pre.get(slot)
+            extras["error"] = event.category
+        else:
+            extras["pre_state"] = self._pre.get(slot)
+        if slot in self._steps:
+            extras["step"] = self._steps[slot]
+        if event.branch is None:
+            path = event.namespace
+            extras["parent_states"] = [
+                self._entered.get((run_id, path[: i + 1])) for i in range(len(path))
+            ]
+        self._extras[id(event)] = (event, extras)
+        self._emitted[run_id] = self._emitted.get(run_id, 0) + len(
+            node_events([event], self.layout)
+        )
+
+
+@dataclass
+class Harness:
+    """A case's observers, its snapshot listener and what its draining nodes saw."""
+
+    layout: Layout
+    snapshots: Snapshots
+    observers: list[RecordingObserver]
+    targets: dict[str, str]
+    """Observer name -> ``attach`` (``"graph"`` or ``"invocation"``)."""
+    places: dict[str, str]
+    """Observer name -> ``target`` (``"outer"``, ``"inner"`` or a subgraph's name)."""
+    deliveries: list[tuple[str, GraphEvent]]
+    node_drains: list[NodeDrain] = field(default_factory=list)
+
+    def observer(self, name: str) -> RecordingObserver:
+        """The observer called ``name``."""
+        for observer in self.observers:
+            if observer.name == name:
+                return observer
+        raise AdapterError("fixture_schema_invalid", f"no observer {name!r}")
+
+    def per_invocation(self) -> list[RecordingObserver]:
+        """Observers passed to each run (``attach: invocation``)."""
+        return [o for o in self.observers if self.targets[o.name] == "invocation"]
+
+    def attached_to(self, declared: Mapping[str, Any]) -> dict[str | None, list[Any]]:
+        """Graph-attached observers by the subgraph they go on (``None``: the outermost graph)."""
+        result: dict[str | None, list[Any]] = {}
+        for observer in self.observers:
+            if self.targets[observer.name] != "graph":
+                continue
+            place = self.places[observer.name]
+            graph: str | None
+            if place == "outer":
+                graph = None
+            elif place in declared:
+                graph = place
+            elif place == "inner" and len(declared) == 1:
+                (graph,) = declared
+            else:
+                raise AdapterError("fixture_schema_invalid", f"observer target {place!r}")
+            result.setdefault(graph, []).append(observer)
+        return result
+
+
+_OBSERVER_KEYS = frozenset({"name", "attach", "target", "behavior", "phases", "sleep_ms_per_event"})
+
+
+def _pace(spec: Any) -> tuple[float, float]:
+    if spec is None:
+        return 0, 0
+    if isinstance(spec, int | float):
+        return spec, spec
+    if isinstance(spec, dict) and set(spec) == {"first_invocation", "subsequent_invocations"}:
+        return spec["first_invocation"], spec["subsequent_invocations"]
+    raise AdapterError("fixture_schema_invalid", f"sleep_ms_per_event {spec!r}")
+
+
+def harness_of(case: dict[str, Any], layout: Layout) -> Harness:
+    """The case's observers (conformance-adapter §5.5), ready for :func:`build_case`."""
+    snapshots = Snapshots(layout)
+    deliveries: list[tuple[str, GraphEvent]] = []
+    harness = Harness(layout, snapshots, [], {}, {}, deliveries)
     for spec in case.get("observers") or []:
-        unknown = set(spec) - {
-            "name",
-            "attach",
-            "target",
-            "behavior",
-            "phases",
-            "sleep_ms_per_event",
-        }
+        unknown = set(spec) - _OBSERVER_KEYS
         if unknown:
             raise AdapterError("fixture_directive_unknown", f"observer keys {sorted(unknown)}")
         behaviour = spec.get("behavior")
-        if behaviour in LATER:
-            raise AdapterError(
-                "fixture_directive_unknown", f"observer {spec['name']!r}: {LATER[behaviour]}"
-            )
-        if behaviour != "record":
+        if behaviour not in ("record", "accumulate", "raise"):
             raise AdapterError("fixture_directive_unknown", f"observer behavior {behaviour!r}")
-        if "sleep_ms_per_event" in spec:
-            raise AdapterError("fixture_directive_unknown", LATER["invoke_drain_events_for"])
-        if spec.get("target") != "outer":
-            raise AdapterError(
-                "fixture_directive_unknown", f"observer target {spec.get('target')!r} (not outer)"
-            )
-        phases = frozenset(spec.get("phases") or ("started", "completed"))
-        observer = RecordingObserver(spec["name"], phases)
-        if spec.get("attach") == "graph":
-            attached.append(observer)
-        elif spec.get("attach") == "invocation":
-            per_run.append(observer)
-        else:
+        if spec.get("attach") not in ("graph", "invocation"):
             raise AdapterError(
                 "fixture_directive_unknown", f"observer attach {spec.get('attach')!r}"
             )
-    return attached, per_run
+        if spec.get("attach") == "invocation" and spec.get("target", "outer") != "outer":
+            raise AdapterError("fixture_schema_invalid", "invocation observers go on the outer run")
+        phases = frozenset(spec.get("phases") or ("started", "completed"))
+        observer = RecordingObserver(
+            spec["name"],
+            phases,
+            behaviour,
+            _pace(spec.get("sleep_ms_per_event")),
+            snapshots.run_ids,
+            deliveries,
+        )
+        harness.observers.append(observer)
+        harness.targets[observer.name] = spec["attach"]
+        harness.places[observer.name] = spec.get("target", "outer")
+    return harness
 
 
-def node_events(events: Sequence[GraphEvent], layout: Layout) -> list[dict[str, Any]]:
+def node_events(
+    events: Sequence[GraphEvent], layout: Layout, snapshots: Snapshots | None = None
+) -> list[dict[str, Any]]:
     """selectgraph's events as OpenArmature node events (graph-engine §6), in order.
 
     Each is a mapping with ``phase``, ``node_name``, ``namespace``,
     ``attempt_index``, ``fan_out_index_chain`` and ``branch_name_chain``, plus
     ``fan_out_index`` / ``branch_name`` only when present (absent otherwise).
     One selectgraph node run is one OpenArmature attempt pair per attempt: a
-    retry closes the failed attempt and starts the next.
+    retry closes the failed attempt and starts the next; a RunFailed naming a
+    node is that node's ``completed`` event with ``error``. With ``snapshots``,
+    each also gets what :class:`Snapshots` took when the event was emitted.
     """
     result: list[dict[str, Any]] = []
     for event in events:
@@ -595,17 +853,25 @@ def node_events(events: Sequence[GraphEvent], layout: Layout) -> list[dict[str, 
             phases = [("completed", event.attempt - 1), ("started", event.attempt)]
         elif isinstance(event, NodeFinished):
             phases = [("completed", event.attempts - 1)]
+        elif isinstance(event, RunFailed) and event.node is not None:
+            phases = [("completed", 0)]
         else:
             continue
-        role = layout.roles.get((event.graph, event.node))
+        role = layout.roles.get((event.graph, str(event.node)))
         if role in ("subgraph", "instance", "member"):
             continue  # composite nodes: only their inner nodes fire events
         if role == "dispatch":
             phases = [p for p in phases if p[0] == "started"]
         elif role == "join":
             phases = [p for p in phases if p[0] == "completed"]
+        extras = snapshots.extras(event) if snapshots is not None else {}
         for phase, attempt in phases:
-            result.append(_node_event(event, layout, phase, attempt))
+            mapped = _node_event(event, layout, phase, attempt)
+            mapped.update(extras)
+            if phase == "started":  # a start has no outcome yet
+                mapped.pop("post_state", None)
+                mapped.pop("error", None)
+            result.append(mapped)
     return result
 
 
@@ -705,6 +971,8 @@ _PER_NODE: dict[str, Callable[[list[dict[str, Any]], Any], bool]] = {
     "scalar_branch_name_absent": lambda evs, _: all("branch_name" not in e for e in evs),
     "fan_out_index_absent": lambda evs, _: all("fan_out_index" not in e for e in evs),
     "events_count": lambda evs, want: len(evs) == want,
+    "started_present": lambda evs, _: any(e["phase"] == "started" for e in evs),
+    "completed_present": lambda evs, _: any(e["phase"] == "completed" for e in evs),
 }
 """Per-node predicates ``<node>[_node]_<suffix>`` (conformance-adapter §5.9, fixture 039)."""
 
