@@ -574,3 +574,26 @@ def test_fan_out_node_is_one_pair_and_its_instances_are_hidden() -> None:
 def test_unknown_invariant_is_refused() -> None:
     with pytest.raises(AdapterError, match="fixture_directive_unknown"):
         failed_invariants([], {"leaf_node_colour": "blue"})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "selectgraph.observe._delivery: _RunDelivery._work calls _report, whose warnings.warn "
+        "raises under a warnings-as-errors filter; the exception escapes the worker, which "
+        "stops, and the run's later events reach no observer (graph-engine §6: an observer "
+        "error MUST NOT prevent any observer from receiving subsequent events)"
+    ),
+)
+def test_raising_observer_under_warnings_as_errors_keeps_delivering() -> None:
+    case = _fixture_case("015")
+    layout = Layout()
+    harness = harness_of(case, layout)
+    graph = build_case(case, layout, (), harness)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ObserverWarning)
+        graph.run({})
+        summary = asyncio.run(drain(5.0))
+    assert not summary.timed_out
+    recorder = harness.observer("obs_recorder")
+    assert len(node_events(recorder.events, layout)) == 6
