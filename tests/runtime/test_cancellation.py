@@ -22,6 +22,7 @@ from selectgraph.observe import (
 from selectgraph.providers._openai import OpenAIProvider
 from selectgraph.providers._retry import ProviderRetry
 from selectgraph.runtime._control import CancellationToken
+from tests.providers.llm_server import FakeLLMServer, stall
 from tests.providers.payloads import chunk
 
 if TYPE_CHECKING:
@@ -309,3 +310,29 @@ def test_on_cancel_callbacks_run_once_and_can_unsubscribe() -> None:
 def test_graph_rejects_a_cancellation_token_of_the_wrong_type() -> None:
     with pytest.raises(TypeError, match="cancellation_token"):
         AgentGraph("bad", cancellation_token=threading.Event())  # type: ignore[arg-type]
+
+
+async def test_arun_cancels_a_stalled_reply_of_the_shared_wire_server() -> None:
+    # The suite's FakeLLMServer: a 'stall' reply never answers until the server closes.
+    async with FakeLLMServer() as server:
+        server.script("/v1/chat/completions", stall())
+        provider = OpenAIProvider(
+            KEY, base_url=f"{server.base_url}/v1", timeout=30.0, retry=ProviderRetry(max_attempts=1)
+        )
+        token = CancellationToken()
+        graph = AgentGraph("stalled", cancellation_token=token)
+        graph.add_node(
+            "writer",
+            Agent(AgentConfig(name="writer", model="gpt-4o-mini"), provider=provider),
+            next_node=END,
+        )
+        asyncio.get_running_loop().call_later(0.3, token.cancel)
+        started = time.monotonic()
+        result = await graph.arun("write")
+        elapsed = time.monotonic() - started
+
+        assert_cancelled(result)
+        assert elapsed < 2.0
+        assert len(server.requests) == 1
+        assert server.unused_replies("/v1/chat/completions") == 0
+        await provider.aclose()
