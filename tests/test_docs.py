@@ -68,6 +68,7 @@ NOT_RUN_HERE = {
 """Pages with code that another test runs, and why it is not run here."""
 
 RUNNABLE_PAGES = [
+    "howto/tracing.md",
     "howto/guardrails.md",
     "agents.md",
     "concepts.md",
@@ -87,6 +88,15 @@ RUNNABLE_PAGES = [
 """Pages whose code blocks run top to bottom, in one namespace, as written."""
 
 PRINTED = {
+    "howto/tracing.md": [
+        "invoke_workflow chain",
+        "  invoke_agent researcher",
+        "    execute_tool lookup",
+        "  invoke_agent writer",
+        "gen_ai.operation.name = chat",
+        "gen_ai.usage.input_tokens = 47",
+        "tool lookup call_1_1",
+    ],
     "howto/declarative.md": [
         "classify -> billing ['tagged billing', 'billing']",
         "classify -> research -> general ['tagged other', 'looked up How to export?', 'general']",
@@ -107,7 +117,7 @@ PRINTED = {
         "paused ['clean', 'fetch']",
     ],
     "howto/parallel.md": ["market on sodium batteries; science on sodium batteries"],
-    "howto/streaming.md": ["[writer] [local] reply to", "writer -> editor", "writer 0."],
+    "howto/streaming.md": ["[writer] [local] reply to", "writer -> editor", "writer took"],
     "howto/subgraphs.md": ["notes on owls", "['notes on owls']"],
     "howto/time-travel.md": [
         "('translate',) error node 'translate' raised ConnectionError: translation service is down",

@@ -52,7 +52,7 @@ from selectgraph.graph._policies import (
 )
 from selectgraph.graph._result import GraphResult
 from selectgraph.graph._state import GraphState
-from selectgraph.observe._events import GraphEvent
+from selectgraph.observe._delivery import DrainSummary
 from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
 from selectgraph.persistence._node_cache import CachePolicy, InMemoryNodeCache, NodeCache
@@ -252,7 +252,7 @@ class AgentGraph:
             budget=_budget(max_total_tokens, max_cost_usd, max_duration),
             cancellation_token=_token(cancellation_token),
             input_guardrails=_guardrails(input_guardrails),
-            output_guardrails=_guardrails(output_guardrails),
+            output_guardrails=_output_guardrails(output_guardrails),
             fast_route_fn=_fast_route(fast_route_fn),
         )
         self._state_schema = state_schema
@@ -801,9 +801,17 @@ class AgentGraph:
 
     def astream(
         self, input: GraphInput = None, **options: Unpack[StreamOptions]
-    ) -> AsyncIterator[GraphEvent]:
-        """Compile if needed and stream the run's events; see :meth:`CompiledGraph.astream`."""
+    ) -> AsyncIterator[Any]:
+        """Compile if needed and stream the run; see :meth:`CompiledGraph.astream`."""
         return self.compile().astream(input, **options)
+
+    async def drain(self, timeout: float | None = None) -> DrainSummary:
+        """Wait for async observers; see :meth:`CompiledGraph.drain`."""
+        return await self.compile().drain(timeout)
+
+    async def drain_events_for(self, run_id: str, *, timeout: float | None = None) -> DrainSummary:
+        """Wait for async observers of one run; see :meth:`CompiledGraph.drain_events_for`."""
+        return await self.compile().drain_events_for(run_id, timeout=timeout)
 
     def resume(
         self,
@@ -971,3 +979,13 @@ def _guardrails(value: Any) -> Any:
     from selectgraph.guardrails import as_pipeline
 
     return as_pipeline(value)
+
+
+def _output_guardrails(value: Any) -> Any:
+    pipeline = _guardrails(value)
+    if pipeline is not None and pipeline.is_async:
+        raise TypeError(
+            "AgentGraph: output_guardrails run where the run ends, inside the step loop, "
+            "and must be synchronous; an async guardrail can check the result after arun()"
+        )
+    return pipeline

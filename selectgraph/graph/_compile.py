@@ -556,6 +556,11 @@ class _Compiler:
             if decl.group is not None:
                 successors[name].update(m for m in decl.group.members if m in decls)
         seen = _reach(entry, successors)
+        if self.graph._settings.fast_route_fn is not None:
+            # fast_route_fn may start a run at any node that is not a group member.
+            for name in decls:
+                if name not in self.group_members:
+                    seen |= _reach(name, successors)
         for name in decls:
             if name not in seen:
                 self.error(

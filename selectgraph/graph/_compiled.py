@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mappin
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
-from selectgraph._errors import Diagnostic, GraphRunError, StateValidationError
+from selectgraph._errors import Diagnostic, GraphRunError, RoutingError, StateValidationError
 from selectgraph._sentinels import EndType
 from selectgraph._serialization import StateSerializer, default_serializer
 from selectgraph._sync import run_sync
@@ -29,12 +29,16 @@ from selectgraph.graph._reducers import owned
 from selectgraph.graph._result import GraphResult
 from selectgraph.graph._schema import StateSchema
 from selectgraph.graph._state import GraphState
+from selectgraph.observe._delivery import DrainSummary, drain_events_for
+from selectgraph.observe._delivery import drain as drain_observers
 from selectgraph.observe._events import GraphEvent
 from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import EventRecorder, Listener
+from selectgraph.observe._stream import StreamMode, stream_converter
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.runtime._control import Budget, CancellationToken
 from selectgraph.runtime._durable import Durability
+from selectgraph.runtime._guard import aguard_input, guard_input
 from selectgraph.runtime._resume import (
     DurableOptions,
     StateSnapshot,
@@ -92,7 +96,10 @@ class RunOptions(ResumeOptions, total=False):
     pause_after: Iterable[str] | None
 
 
-StreamOptions = RunOptions
+class StreamOptions(RunOptions, total=False):
+    """Keyword options of ``astream()``."""
+
+    stream_mode: StreamMode | Sequence[StreamMode]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,6 +185,8 @@ class CompiledGraph:
             spec.adapter.is_async or spec.timeout is not None for spec in self.nodes.values()
         ) or any(route.is_async for route in self.routes.values())
         """Whether running needs an event loop (some node or edge is async, or has a timeout)."""
+        if settings.input_guardrails is not None and settings.input_guardrails.is_async:
+            self.is_async = True
         self._listeners = tuple(as_listener(o) for o in observers)
         plain = {
             name: spec.adapter
@@ -416,7 +425,36 @@ class CompiledGraph:
         if checkpoint_id is not None:
             raise ValueError("checkpoint_id needs the checkpoint_store it was saved in")
         run = self.start_run(input, run_id=run_id, listeners=listeners, sleep=sleep)
+        guard = self.settings.input_guardrails
+        if guard is not None:
+            if guard.is_async:
+                return self._guarded(run)
+            guard_input(guard, run.state)
+        if self.settings.fast_route_fn is not None:
+            return self._fast_route(run)
         return run.execute()
+
+    async def _guarded(self, run: Run) -> GraphResult:
+        """A run whose prompt goes through async guardrails first."""
+        await aguard_input(self.settings.input_guardrails, run.state)
+        if self.settings.fast_route_fn is not None:
+            return await self._fast_route(run)
+        return await run.execute()
+
+    def _fast_route(self, run: Run) -> Coroutine[Any, Any, GraphResult]:
+        """Seed 004's shortcut: when ``fast_route_fn`` names a node, run only that node."""
+        fn = self.settings.fast_route_fn
+        assert fn is not None
+        chosen = fn(run.state)
+        if chosen is None:
+            return run.execute()
+        if not isinstance(chosen, str) or chosen not in self.nodes:
+            raise RoutingError(
+                f"fast_route_fn returned {chosen!r}, which is not a node of graph "
+                f"{self.name!r}; return a node name or None. Nodes: {', '.join(sorted(self.nodes))}"
+            )
+        run.one_node = True
+        return run.walk(chosen)
 
     def _drive_sleep(self) -> Sleep:
         return asyncio.sleep if self.is_async else blocking_sleep
@@ -599,22 +637,40 @@ class CompiledGraph:
         pause_before: Iterable[str] | None = None,
         pause_after: Iterable[str] | None = None,
         serializer: StateSerializer | None = None,
-    ) -> AsyncIterator[GraphEvent]:
-        """Run and yield every event as it happens; the last is RunFinished (with ``.result``).
+        stream_mode: StreamMode | Sequence[StreamMode] = "events",
+    ) -> AsyncIterator[Any]:
+        """Run and yield what it does as it happens.
+
+        ``stream_mode`` chooses what is yielded (see docs/events.md):
+
+        - ``"events"`` (default): every GraphEvent; the last is RunFinished (with
+          ``.result``), RunPaused, RunFailed or RunCancelled.
+        - ``"updates"``: ``{node: what it wrote}`` after each node of this graph.
+        - ``"values"``: the state's data (a dict) at the start and after each step.
+        - ``"messages"``: ``(text, metadata)`` for each piece of text an agent
+          streams, from subgraphs and branches too (``metadata["node_path"]``).
+        - ``"custom"``: what nodes publish with ``context.emit_custom(data)``.
+
+        Several modes (a list) yield ``(mode, item)`` pairs.
 
         Raises:
-            GraphRunError: after yielding RunFailed, if the run failed.
+            GraphRunError: after the run's last event, if the run failed.
         """
-        queue: asyncio.Queue[GraphEvent | None] = asyncio.Queue()
+        convert = stream_converter(stream_mode)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         home = threading.get_ident()
 
         def deliver(event: GraphEvent) -> None:
+            items = convert(event)
+            if not items:
+                return
             # A blocking node of a branch may emit from a worker thread.
-            if threading.get_ident() == home:
-                queue.put_nowait(event)
-            else:
-                loop.call_soon_threadsafe(queue.put_nowait, event)
+            for item in items:
+                if threading.get_ident() == home:
+                    queue.put_nowait(item)
+                else:
+                    loop.call_soon_threadsafe(queue.put_nowait, item)
 
         listeners = (*observers, deliver)
         options = self._durable_options(
@@ -623,19 +679,32 @@ class CompiledGraph:
         task = asyncio.ensure_future(
             self._execute(input, listeners, run_id, _yielding_sleep, options, checkpoint_id)
         )
-        task.add_done_callback(lambda _: queue.put_nowait(None))
+        task.add_done_callback(lambda _: queue.put_nowait(_STREAM_END))
         try:
             while True:
-                event = await queue.get()
-                if event is None:
+                item = await queue.get()
+                if item is _STREAM_END:
                     break
-                yield event
+                yield item
             task.result()  # re-raise a failure after its RunFailed event was delivered
         finally:
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, GraphRunError):
                     await task
+
+    async def drain(self, timeout: float | None = None) -> DrainSummary:
+        """Wait until async observers got every event queued so far (see :func:`drain`).
+
+        Async observers (AsyncAgentObserver, ``async def on_event``) run on a
+        queue and may still be busy after a run returns; a short-lived script
+        should drain before it exits (at exit selectgraph waits up to 5 s).
+        """
+        return await drain_observers(timeout)
+
+    async def drain_events_for(self, run_id: str, *, timeout: float | None = None) -> DrainSummary:
+        """Wait until async observers got the events of run ``run_id`` queued so far."""
+        return await drain_events_for(run_id, timeout=timeout)
 
     def __call__(self, state: GraphState) -> GraphState:
         """Run on ``state`` and return the final state, so a graph is callable like a node."""
@@ -684,6 +753,9 @@ def _answers(interrupt_id: str | Mapping[str, Any], response: Any) -> dict[str, 
         raise TypeError(f"resume({interrupt_id!r}) needs the answer: resume(interrupt_id, answer)")
     interrupt_run_id(interrupt_id)  # a clear error for something that is not an interrupt id
     return {interrupt_id: response}
+
+
+_STREAM_END = object()
 
 
 async def _yielding_sleep(seconds: float) -> None:

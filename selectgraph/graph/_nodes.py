@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from selectgraph._sentinels import EndType
+from selectgraph._usage import Usage
 from selectgraph.graph._policies import ErrorPolicy, RetryPolicy
 
 if TYPE_CHECKING:
@@ -83,6 +85,49 @@ class NodeContext:
         """This node's result from its previous visit, if any."""
         runtime = self.runtime
         return None if runtime is None else runtime.previous_result(self.node)
+
+    @property
+    def usage(self) -> Usage:
+        """The run's model usage so far: every call made, this node's included.
+
+        Inside subgraphs and branches it is the whole run's. A decision node can
+        read it to route to an exit before a budget is reached.
+        """
+        from selectgraph.runtime._control import current_control
+
+        control = current_control()
+        if control is not None:
+            return control.usage
+        runtime = self.runtime
+        return runtime.usage if runtime is not None else Usage()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        from selectgraph.runtime._control import current_control
+
+        control = current_control()
+        return control.elapsed if control is not None else 0.0
+
+    def emit_custom(self, data: Any) -> None:
+        """Publish ``data`` to the run's stream: astream's ``"custom"`` mode yields it.
+
+        Observers see it as a CustomEvent. Without listeners it is kept in the trace.
+        """
+        from selectgraph.observe._events import CustomEvent
+
+        event = CustomEvent(
+            run_id=self.run_id,
+            graph=self.graph,
+            step=self.step,
+            timestamp=time.time(),
+            namespace=self.namespace,
+            branch=self.branch,
+            node=self.node,
+            data=data,
+        )
+        if self.emit is not None:
+            self.emit(event)
 
     def once(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``, run once for this visit of this node, even across restarts.

@@ -118,6 +118,11 @@ ALIASES: Final = {"last_output": "__last_output__"}
 """Names conditions may use for engine keys (dunder names are not allowed)."""
 
 
+RUN_NAMES: Final = frozenset({"usage", "elapsed_seconds"})
+"""Names a condition may use for the run itself, when the state has no key of that name:
+``usage`` (``usage["total_tokens"]``, ``usage["cost_usd"]``...) and ``elapsed_seconds``."""
+
+
 def _lookup(data: Mapping[str, Any], name: str) -> Any:
     try:
         return data[name]
@@ -125,7 +130,23 @@ def _lookup(data: Mapping[str, Any], name: str) -> Any:
         alias = ALIASES.get(name)
         if alias is not None and alias in data:
             return data[alias]
+        if name in RUN_NAMES:
+            found = _run_value(name)
+            if found is not None:
+                return found
         raise MissingStateKey(name) from None
+
+
+def _run_value(name: str) -> Any:
+    from selectgraph.runtime._control import current_control
+
+    control = current_control()
+    if control is None:
+        return None
+    if name == "elapsed_seconds":
+        return control.elapsed
+    usage = control.usage
+    return {**usage.to_dict(), "total_tokens": usage.total_tokens}
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,9 @@ from selectgraph.observe._events import (
     ToolCallStarted,
 )
 from selectgraph.observe._observer import AgentObserver, AsyncAgentObserver, Observer
+from selectgraph.observe._otel import OTelObserver
+from selectgraph.observe._steps import StepType, TraceStep
+from selectgraph.observe._stream import StreamMode
 
 __all__ = [
     "AgentObserver",
@@ -62,6 +65,7 @@ __all__ = [
     "NodeStarted",
     "Observer",
     "ObserverWarning",
+    "OTelObserver",
     "ParallelFinished",
     "ParallelStarted",
     "RunCancelled",
@@ -71,9 +75,12 @@ __all__ = [
     "RunResumed",
     "RunStarted",
     "StallDetected",
+    "StepType",
+    "StreamMode",
     "SupervisorReplanned",
     "ToolCallFinished",
     "ToolCallStarted",
+    "TraceStep",
     "drain",
     "drain_events_for",
     "drain_observers",

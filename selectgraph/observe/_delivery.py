@@ -53,7 +53,8 @@ class DrainSummary:
     timed_out: bool = False
     """Whether the timeout was reached before everything was delivered."""
     observer_errors: int = 0
-    """Observer calls that raised among the deliveries drained."""
+    """Async observer calls that raised: since the previous :func:`drain` (for
+    :func:`drain_events_for`, in that run's deliveries so far)."""
 
     @property
     def undelivered_count(self) -> int:
@@ -125,6 +126,7 @@ class _RunDelivery:
                     await handler(event)
                 except Exception as exc:
                     self.errors += 1
+                    _count_error()
                     _report(handler, event, exc)
                 finally:
                     self.delivered += 1
@@ -169,11 +171,14 @@ def _report(handler: AsyncHandler, event: GraphEvent, exc: Exception) -> None:
     logger.error(
         "selectgraph: observer %r failed on %s", owner, event.type, exc_info=(type(exc), exc, None)
     )
-    warnings.warn(
-        f"observer {owner!r} raised {type(exc).__name__}: {exc} on {event.type.name}",
-        ObserverWarning,
-        stacklevel=2,
-    )
+    try:
+        warnings.warn(
+            f"observer {owner!r} raised {type(exc).__name__}: {exc} on {event.type.name}",
+            ObserverWarning,
+            stacklevel=2,
+        )
+    except Exception:  # warnings turned into errors must not stop the delivery worker
+        logger.debug("selectgraph: the observer warning was raised as an error", exc_info=True)
 
 
 _lock = threading.Lock()
@@ -181,6 +186,22 @@ _active: dict[str, _RunDelivery] = {}
 """Open queues by run id (a run's last event removes its queue from here)."""
 _working: set[_RunDelivery] = set()
 """Queues whose worker has not finished, closed or not."""
+
+
+_errors_since_drain = 0
+
+
+def _count_error() -> None:
+    global _errors_since_drain
+    with _lock:
+        _errors_since_drain += 1
+
+
+def _take_errors() -> int:
+    global _errors_since_drain
+    with _lock:
+        count, _errors_since_drain = _errors_since_drain, 0
+    return count
 
 
 def _forget(delivery: _RunDelivery) -> None:
@@ -191,13 +212,8 @@ def _forget(delivery: _RunDelivery) -> None:
 
 
 def enqueue(handler: AsyncHandler, event: GraphEvent) -> None:
-    """Queue ``event`` for ``handler`` on its run's delivery queue; never blocks.
-
-    The run's last event (RunFinished, RunFailed, RunCancelled, RunPaused of the
-    outermost graph) closes the queue once it has been delivered.
-    """
+    """Queue ``event`` for ``handler`` on its run's delivery queue; never blocks."""
     loop = _get_loop()
-    closes = type(event) in _TERMINAL and not event.namespace and event.branch is None
     with _lock:
         delivery = _active.get(event.run_id)
         if delivery is None:
@@ -205,32 +221,22 @@ def enqueue(handler: AsyncHandler, event: GraphEvent) -> None:
             _working.add(delivery)
             loop.call_soon_threadsafe(delivery.start)
         delivery.queued += 1
-        if closes:
-            # Later observers of the same terminal event join the queue before it
-            # closes: the close is posted after every listener has been called.
-            del _active[event.run_id]
     loop.call_soon_threadsafe(delivery.queue.put_nowait, (handler, event))
-    if closes:
-        loop.call_soon_threadsafe(_close_soon, delivery)
 
 
 def run_ended(event: GraphEvent) -> None:
-    """Close the run's queue after what it holds, for a listener that skips ``event`` itself.
+    """After every listener had the run's last event: close its queue behind what it holds.
 
-    Only the outermost graph's last event closes anything; any other is ignored.
+    The recorder calls this once all listeners were called, so the close is
+    posted after everything they queued (posts from one thread keep their order).
+    Events other than the outermost graph's last one are ignored.
     """
-    if type(event) not in _TERMINAL or event.namespace or event.branch is not None:
+    if not _active or type(event) not in _TERMINAL or event.namespace or event.branch is not None:
         return
     with _lock:
         delivery = _active.pop(event.run_id, None)
     if delivery is not None:
-        delivery.loop.call_soon_threadsafe(_close_soon, delivery)
-
-
-def _close_soon(delivery: _RunDelivery) -> None:
-    # Posted from the listener of the terminal event, before the listeners after
-    # it put their copies: wait one loop turn so those are queued first.
-    delivery.loop.call_soon(delivery.queue.put_nowait, _CLOSE)
+        delivery.loop.call_soon_threadsafe(delivery.queue.put_nowait, _CLOSE)
 
 
 def _check_timeout(timeout: float | None) -> None:
@@ -270,21 +276,15 @@ async def drain(timeout: float | None = None) -> DrainSummary:
     """
     _check_timeout(timeout)
     deliveries = _all_pending()
-    if not deliveries:
-        return DrainSummary()
     complete = await _await_all([d.finished for d in deliveries], timeout)
     if complete:
-        return DrainSummary(observer_errors=sum(d.errors for d in deliveries))
+        return DrainSummary(observer_errors=_take_errors())
     undelivered = 0
     for delivery in deliveries:
         undelivered += delivery.queued - delivery.delivered
         if delivery.task is not None and not delivery.finished.done():
             delivery.loop.call_soon_threadsafe(delivery.task.cancel)
-    return DrainSummary(
-        undelivered=undelivered,
-        timed_out=True,
-        observer_errors=sum(d.errors for d in deliveries),
-    )
+    return DrainSummary(undelivered=undelivered, timed_out=True, observer_errors=_take_errors())
 
 
 async def drain_events_for(run_id: str, *, timeout: float | None = None) -> DrainSummary:

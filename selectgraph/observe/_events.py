@@ -354,6 +354,8 @@ class ParallelFinished(GraphEvent):
     """Branches cancelled before they finished (fail_all)."""
     duration_ms: float = 0.0
     """Wall time from the first branch's start to the merge."""
+    state: GraphState | None = field(default=None, repr=False, compare=False)
+    """The run's state after the merge, on delivered events (it goes on changing)."""
 
     @property
     def node_name(self) -> str:

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from selectgraph.observe._delivery import AsyncHandler, enqueue, run_ended
+from selectgraph.observe._delivery import AsyncHandler, enqueue
 from selectgraph.observe._events import (
     EdgeFired,
     GraphEvent,
@@ -201,11 +201,7 @@ class AsyncAgentObserver(Observer):
             if wants_all:
                 enqueue(self.a_on_event, event)
             found = dispatch.get(type(event))
-            if found is None:
-                if not wants_all:
-                    run_ended(event)  # the run's queue still closes after its last event
-                return
-            if type(event) not in _OUTERMOST_ONLY or _outermost(event):
+            if found is not None and (type(event) not in _OUTERMOST_ONLY or _outermost(event)):
                 name, args = found
                 method = getattr(self, name)
                 values = args(event)

@@ -15,9 +15,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
+from selectgraph.observe._delivery import run_ended
 from selectgraph.observe._events import GraphEvent, NodeFinished, NodeStarted
 
 if TYPE_CHECKING:
+    from selectgraph.observe._steps import TraceStep
     from selectgraph.runtime._branches import BranchRef
 
 __all__ = ["EventRecorder", "Listener", "Trace"]
@@ -145,6 +147,13 @@ class Trace(Sequence[GraphEvent]):
 
     def __len__(self) -> int:
         return len(self._materialize())
+
+    @property
+    def steps(self) -> list[TraceStep]:
+        """The seed's trace steps (node start/end, routing, checkpoints...), in order."""
+        from selectgraph.observe._steps import steps_of
+
+        return steps_of(self._materialize())
 
     def __repr__(self) -> str:
         return f"Trace({len(self)} events)"
@@ -314,12 +323,21 @@ class EventRecorder:
         self._deliver(event)
 
     def _deliver(self, event: GraphEvent) -> None:
-        recorder: EventRecorder | None = self
-        while recorder is not None:
+        # Outermost graph's listeners first, down to the graph that emitted the event.
+        parent = self._parent
+        if parent is None:
+            chain: tuple[EventRecorder, ...] = (self,)
+        else:
+            found = [self]
+            while parent is not None:
+                found.append(parent)
+                parent = parent._parent
+            chain = tuple(reversed(found))
+        for recorder in chain:
             for listener in recorder._listeners:
                 try:
                     listener(event)
                 except Exception:
                     # An observer must never break the run it observes.
                     logger.exception("selectgraph: listener %r failed on %s", listener, event.type)
-            recorder = recorder._parent
+        run_ended(event)  # async observers' queue closes behind the run's last event

@@ -24,6 +24,7 @@ from selectgraph._errors import (
     BranchError,
     CheckpointConflict,
     GraphRunError,
+    GuardrailBlocked,
     LoopDetected,
     MaxStepsExceeded,
     NodeContractError,
@@ -100,6 +101,7 @@ from selectgraph.runtime._control import (
 from selectgraph.runtime._control import enter as enter_control
 from selectgraph.runtime._control import leave as leave_control
 from selectgraph.runtime._fanout import FanOutOptions, FanOutPlan, plan_fanout
+from selectgraph.runtime._guard import guard_output
 from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches, relative_to
 from selectgraph.runtime._retry import is_retryable, retry_after_failure
 
@@ -346,16 +348,19 @@ class Run:
         durable = self.durable
         stop: Stop
         output: Any  # a NodeOutput, or what _recover says of a failure (a bool)
-        # Budgets and a cancellation token: the outermost run that has them owns
-        # the control; its subgraphs and branches see it through the context.
+        # The outermost run owns the control (usage so far, budgets, cancellation);
+        # its subgraphs and branches see it through the context.
         control: RunControl | None = None
+        checks = False  # whether budgets or a token are checked before each node
         entered: Any = None
-        if top and settings.controlled and current_control() is None:
+        if top and current_control() is None:
             control = RunControl(
                 settings.budget or _NO_BUDGET, settings.cancellation_token, self.usage
             )
             entered = enter_control(control)
-            self._unsubscribe = self._watch_token(control)
+            if settings.controlled:
+                checks = True
+                self._unsubscribe = self._watch_token(control)
         try:
             if top:
                 if self.resumed_from is None and not self.resumed_live:
@@ -396,7 +401,8 @@ class Run:
                     break
                 if abort is not None and abort.is_set():
                     raise BranchAborted(f"branch {self.branch!r} stopped: its fan-out failed")
-                if control is not None:
+                if checks:
+                    assert control is not None
                     refused = control.refusal()
                     if refused is not None:
                         if refused != "cancelled":
@@ -1129,7 +1135,7 @@ class Run:
         finally:
             if failed or cancelled:
                 self._degraded = True
-            recorder.record(
+            recorder.record_delivering(
                 ParallelFinished,
                 step,
                 plan.source,
@@ -1137,6 +1143,7 @@ class Run:
                 tuple(task.ref.label for task, _ in failed),
                 tuple(cancelled),
                 (perf_counter() - started) * 1000,
+                state=self.state,
             )
             del failed  # its errors' tracebacks hold this frame
         if failure is not None:
@@ -1468,6 +1475,13 @@ class Run:
 
     def _finish(self, stop_reason: StopReason) -> GraphResult:
         self.state.current_node = None
+        guard = self.graph.settings.output_guardrails
+        if guard is not None and not self.namespace:
+            try:
+                guard_output(guard, self.state)
+            except GuardrailBlocked as blocked:
+                blocked.result = self._build_result(stop_reason, "failed")
+                raise
         if self.graph.schema.model is not None:
             try:
                 self.graph.schema.validate_exit(self.state.data, state=self.state)

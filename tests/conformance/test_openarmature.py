@@ -38,13 +38,6 @@ if not FIXTURES.is_dir():
     pytest.skip(f"conformance fixtures not found at {FIXTURES}", allow_module_level=True)
 
 _XFAIL: dict[str, tuple[str, type[BaseException]]] = {
-    "013": (
-        "selectgraph calls a subgraph's own observers before its parent graph's "
-        "(EventRecorder._deliver walks from the emitting recorder up to the outermost), so "
-        "their deliveries are queued innermost first; graph-engine §6 wants graph-attached "
-        "observers outermost graph first",
-        AssertionError,
-    ),
     "018": (
         "selectgraph observers take no phases= subscription at registration, so an empty "
         "phase set cannot be refused there (graph-engine §6 per-observer phase subscription)",
@@ -576,15 +569,6 @@ def test_unknown_invariant_is_refused() -> None:
         failed_invariants([], {"leaf_node_colour": "blue"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "selectgraph.observe._delivery: _RunDelivery._work calls _report, whose warnings.warn "
-        "raises under a warnings-as-errors filter; the exception escapes the worker, which "
-        "stops, and the run's later events reach no observer (graph-engine §6: an observer "
-        "error MUST NOT prevent any observer from receiving subsequent events)"
-    ),
-)
 def test_raising_observer_under_warnings_as_errors_keeps_delivering() -> None:
     case = _fixture_case("015")
     layout = Layout()

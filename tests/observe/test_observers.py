@@ -417,16 +417,10 @@ def test_a_raising_async_observer_warns_and_the_others_continue() -> None:
     assert summary.observer_errors == 3
     texts = [str(w.message) for w in caught if w.category is ObserverWarning]
     assert [t.split("cannot handle ")[1].split(" ")[0] for t in texts] == ["n1", "n2", "n3"]
-    # Order across the terminal event is covered by the xfail test below.
+    # Order across the terminal event is covered by the test below.
     assert sorted((m, w) for m, w, _, _ in good.calls) == sorted(SEVEN_CALLS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: an async observer that does not handle RunFinished closes the run's "
-    "queue (run_ended pops it from _active) before later observers enqueue RunFinished, so "
-    "their copy goes to a new queue and is delivered out of order, concurrently",
-)
 def test_terminal_event_keeps_its_place_after_an_observer_that_ignores_it() -> None:
     class StartsOnly(AsyncAgentObserver):
         async def a_on_node_start(self, run_id: str, node_name: str, step: int) -> None:

@@ -1,0 +1,136 @@
+"""The seed's trace steps: ``result.trace.steps``, a view of the events in ten kinds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from selectgraph.observe._events import (
+    CheckpointSaved,
+    EdgeFired,
+    GraphEvent,
+    InterruptRaised,
+    LoopDetected,
+    NodeFinished,
+    NodeStarted,
+    ParallelFinished,
+    ParallelStarted,
+    RunResumed,
+    StallDetected,
+)
+
+__all__ = ["StepType", "TraceStep", "steps_of"]
+
+
+class StepType(StrEnum):
+    """The kind of a :class:`TraceStep` (seed 004, "Trace Steps")."""
+
+    GRAPH_NODE_START = "graph_node_start"
+    GRAPH_NODE_END = "graph_node_end"
+    GRAPH_ROUTING = "graph_routing"
+    GRAPH_CHECKPOINT = "graph_checkpoint"
+    GRAPH_INTERRUPT = "graph_interrupt"
+    GRAPH_RESUME = "graph_resume"
+    GRAPH_PARALLEL_START = "graph_parallel_start"
+    GRAPH_PARALLEL_END = "graph_parallel_end"
+    GRAPH_STALL = "graph_stall"
+    GRAPH_LOOP_DETECTED = "graph_loop_detected"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceStep:
+    """One entry of ``result.trace.steps``; fields a kind does not have are ``None``."""
+
+    type: StepType
+    step_number: int
+    """The graph's step counter when it happened."""
+    timestamp: float
+    node_name: str | None = None
+    duration_ms: float | None = None
+    """GRAPH_NODE_END and GRAPH_PARALLEL_END."""
+    from_node: str | None = None
+    """GRAPH_ROUTING."""
+    to_node: str | None = None
+    """GRAPH_ROUTING (``"END"`` for END)."""
+    checkpoint_id: str | None = None
+    """GRAPH_CHECKPOINT, GRAPH_INTERRUPT (when stored) and GRAPH_RESUME."""
+    interrupt_key: str | None = None
+    """GRAPH_INTERRUPT and GRAPH_RESUME: the interrupt id."""
+    children: tuple[str, ...] = ()
+    """GRAPH_PARALLEL_START: the branches."""
+    namespace: tuple[str, ...] = ()
+    """Subgraph path, as on the event."""
+
+
+def steps_of(events: Iterable[GraphEvent]) -> list[TraceStep]:
+    """The trace steps the seed defines, from a run's events, in order."""
+    return [step for event in events if (step := _step(event)) is not None]
+
+
+def _step(event: GraphEvent) -> TraceStep | None:
+    match event:
+        case NodeStarted():
+            return _made(event, type=StepType.GRAPH_NODE_START, node_name=event.node)
+        case NodeFinished():
+            return _made(
+                event,
+                type=StepType.GRAPH_NODE_END,
+                node_name=event.node,
+                duration_ms=event.duration_ms,
+            )
+        case EdgeFired():
+            return _made(
+                event,
+                type=StepType.GRAPH_ROUTING,
+                node_name=event.source,
+                from_node=event.source,
+                to_node=event.next_node,
+            )
+        case CheckpointSaved():
+            return _made(
+                event,
+                type=StepType.GRAPH_CHECKPOINT,
+                checkpoint_id=event.checkpoint_id,
+            )
+        case InterruptRaised():
+            return _made(
+                event,
+                type=StepType.GRAPH_INTERRUPT,
+                node_name=event.node,
+                interrupt_key=event.interrupt_id,
+            )
+        case RunResumed():
+            return _made(
+                event,
+                type=StepType.GRAPH_RESUME,
+                node_name=event.node,
+                interrupt_key=event.interrupt_id,
+                checkpoint_id=event.checkpoint_id,
+            )
+        case ParallelStarted():
+            return _made(
+                event,
+                type=StepType.GRAPH_PARALLEL_START,
+                node_name=event.source,
+                children=event.branches,
+            )
+        case ParallelFinished():
+            return _made(
+                event,
+                type=StepType.GRAPH_PARALLEL_END,
+                node_name=event.source,
+                duration_ms=event.duration_ms,
+            )
+        case StallDetected():
+            return _made(event, type=StepType.GRAPH_STALL, node_name=event.node)
+        case LoopDetected():
+            return _made(event, type=StepType.GRAPH_LOOP_DETECTED, node_name=event.node)
+    return None
+
+
+def _made(event: GraphEvent, **fields: Any) -> TraceStep:
+    return TraceStep(
+        step_number=event.step, timestamp=event.timestamp, namespace=event.namespace, **fields
+    )

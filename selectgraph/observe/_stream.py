@@ -1,0 +1,114 @@
+"""astream()'s modes: what a consumer is handed for each event of the run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, get_args
+
+from selectgraph.observe._events import (
+    CustomEvent,
+    GraphEvent,
+    NodeChunk,
+    NodeFinished,
+    ParallelFinished,
+    RunStarted,
+)
+
+__all__ = ["StreamMode", "stream_converter"]
+
+StreamMode = Literal["events", "updates", "values", "messages", "custom"]
+"""What ``astream()`` yields: see :meth:`~selectgraph.CompiledGraph.astream`."""
+
+_MODES: tuple[str, ...] = get_args(StreamMode)
+_NOTHING: tuple[Any, ...] = ()
+
+
+def _outermost(event: GraphEvent) -> bool:
+    return not event.namespace and event.branch is None
+
+
+def _updates(event: GraphEvent) -> Any:
+    if type(event) is NodeFinished and not event.namespace and event.outcome == "success":
+        return {event.node: dict(event.update or {})}
+    return _NOTHING
+
+
+def _values(event: GraphEvent) -> Any:
+    # Copied now: the state goes on changing after this event.
+    kind = type(event)
+    if (kind is NodeFinished or kind is RunStarted or kind is ParallelFinished) and _outermost(
+        event
+    ):
+        state = event.state  # type: ignore[attr-defined]
+        if state is not None:
+            return dict(state.data)
+    return _NOTHING
+
+
+def _messages(event: GraphEvent) -> Any:
+    if type(event) is NodeChunk:
+        return (
+            event.delta,
+            {
+                "node": event.node,
+                "node_path": event.node_path,
+                "namespace": event.namespace,
+                "branch": event.branch.label if event.branch is not None else None,
+                "run_id": event.run_id,
+                "step": event.step,
+            },
+        )
+    return _NOTHING
+
+
+def _custom(event: GraphEvent) -> Any:
+    if type(event) is CustomEvent:
+        return event.data
+    return _NOTHING
+
+
+_CONVERTERS: dict[str, Callable[[GraphEvent], Any]] = {
+    "events": lambda event: event,
+    "updates": _updates,
+    "values": _values,
+    "messages": _messages,
+    "custom": _custom,
+}
+
+
+def stream_converter(
+    mode: StreamMode | Sequence[StreamMode],
+) -> Callable[[GraphEvent], tuple[Any, ...]]:
+    """A function giving the items to yield for one event (none, usually, in data modes).
+
+    Raises:
+        ValueError: an unknown mode, or an empty list of modes.
+    """
+    single = isinstance(mode, str)
+    modes = (mode,) if isinstance(mode, str) else tuple(mode)
+    if not modes:
+        raise ValueError(f"stream_mode needs at least one mode of {', '.join(_MODES)}")
+    for name in modes:
+        if name not in _CONVERTERS:
+            raise ValueError(
+                f"unknown stream_mode {name!r}; use one of {', '.join(map(repr, _MODES))}"
+            )
+    if single:
+        only = _CONVERTERS[modes[0]]
+
+        def one(event: GraphEvent) -> tuple[Any, ...]:
+            item = only(event)
+            return _NOTHING if item is _NOTHING else (item,)
+
+        return one
+    chosen = [(name, _CONVERTERS[name]) for name in modes]
+
+    def several(event: GraphEvent) -> tuple[Any, ...]:
+        out = []
+        for name, convert in chosen:
+            item = convert(event)
+            if item is not _NOTHING:
+                out.append((name, item))
+        return tuple(out)
+
+    return several

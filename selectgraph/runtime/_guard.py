@@ -1,0 +1,57 @@
+"""Where guardrails meet a run: its prompt before the first node, its output at the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from selectgraph._messages import Message, Role
+from selectgraph.graph._state import LAST_OUTPUT, GraphState
+
+__all__ = ["aguard_input", "guard_input", "guard_output"]
+
+
+def _last_user(state: GraphState) -> int | None:
+    """Where the input guardrails look: the state's last user message (the prompt)."""
+    for index in range(len(state.messages) - 1, -1, -1):
+        if state.messages[index].role is Role.USER:
+            return index
+    return None
+
+
+def _replace(state: GraphState, index: int, text: str) -> None:
+    old = state.messages[index]
+    if old.text != text:
+        state.messages[index] = Message.user(text, name=old.name, metadata=dict(old.metadata))
+
+
+def guard_input(pipeline: Any, state: GraphState) -> None:
+    """Check a run's prompt in its (engine-owned) state; a rewrite replaces it.
+
+    Raises:
+        GuardrailBlocked: the prompt was refused; nothing has run.
+    """
+    index = _last_user(state)
+    if index is not None:
+        _replace(state, index, pipeline.check(state.messages[index].text, stage="input"))
+
+
+async def aguard_input(pipeline: Any, state: GraphState) -> None:
+    """:func:`guard_input` for pipelines with async guardrails."""
+    index = _last_user(state)
+    if index is not None:
+        _replace(state, index, await pipeline.acheck(state.messages[index].text, stage="input"))
+
+
+def guard_output(pipeline: Any, state: GraphState) -> None:
+    """Check the run's final content; a rewrite replaces it in the state.
+
+    Raises:
+        GuardrailBlocked: the content was refused (it stays in ``state`` for the caller
+            who catches this; the error's ``result`` carries the run's result).
+    """
+    content = state.data.get(LAST_OUTPUT)
+    if not isinstance(content, str):
+        return
+    checked = pipeline.check(content, stage="output")
+    if checked != content:
+        state.last_output = checked
