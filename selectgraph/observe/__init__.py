@@ -39,7 +39,14 @@ from selectgraph.observe._events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from selectgraph.observe._observer import AgentObserver, AsyncAgentObserver, Observer
+from selectgraph.observe._observer import (
+    AgentObserver,
+    AsyncAgentObserver,
+    Observer,
+    Phase,
+    Subscription,
+    subscribe,
+)
 from selectgraph.observe._otel import OTelObserver
 from selectgraph.observe._steps import StepType, TraceStep
 from selectgraph.observe._stream import StreamMode
@@ -63,11 +70,12 @@ __all__ = [
     "NodeFinished",
     "NodeRetried",
     "NodeStarted",
+    "OTelObserver",
     "Observer",
     "ObserverWarning",
-    "OTelObserver",
     "ParallelFinished",
     "ParallelStarted",
+    "Phase",
     "RunCancelled",
     "RunFailed",
     "RunFinished",
@@ -77,6 +85,7 @@ __all__ = [
     "StallDetected",
     "StepType",
     "StreamMode",
+    "Subscription",
     "SupervisorReplanned",
     "ToolCallFinished",
     "ToolCallStarted",
@@ -85,4 +94,5 @@ __all__ = [
     "drain_events_for",
     "drain_observers",
     "drain_sync",
+    "subscribe",
 ]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Literal, get_args
 
 from selectgraph.observe._delivery import AsyncHandler, enqueue
 from selectgraph.observe._events import (
@@ -37,7 +37,13 @@ from selectgraph.observe._events import (
 )
 from selectgraph.observe._recorder import Listener
 
-__all__ = ["AgentObserver", "AsyncAgentObserver", "Observer", "as_listener"]
+__all__ = ["AgentObserver", "AsyncAgentObserver", "Observer", "Phase", "as_listener", "subscribe"]
+
+Phase = Literal["started", "completed", "suspended"]
+"""A node event's phase (OpenArmature's names): NodeStarted is ``"started"``;
+NodeFinished is ``"completed"``, or ``"suspended"`` when the node paused for an answer."""
+
+_PHASES: frozenset[str] = frozenset(get_args(Phase))
 
 logger = logging.getLogger("selectgraph")
 
@@ -269,13 +275,71 @@ class AsyncAgentObserver(Observer):
         """A supervisor made a new plan after stalling."""
 
 
+class Subscription:
+    """An observer that receives node events of some phases only: see :func:`subscribe`."""
+
+    __slots__ = ("observer", "phases")
+
+    def __init__(self, observer: Any, phases: frozenset[str]) -> None:
+        self.observer = observer
+        self.phases = phases
+
+    def listener(self) -> Listener:
+        """The inner observer's listener, behind the phase filter."""
+        inner = as_listener(self.observer)
+        started = "started" in self.phases
+        completed = "completed" in self.phases
+        suspended = "suspended" in self.phases
+
+        def deliver(event: GraphEvent) -> None:
+            if isinstance(event, NodeStarted):
+                wanted = started
+            elif isinstance(event, NodeFinished):
+                wanted = suspended if event.outcome == "interrupted" else completed
+            else:
+                wanted = True  # events without a phase always go through
+            if wanted:
+                inner(event)
+
+        return deliver
+
+    def __repr__(self) -> str:
+        return f"subscribe({self.observer!r}, phases={sorted(self.phases)})"
+
+
+def subscribe(observer: Any, *, phases: Iterable[Phase]) -> Subscription:
+    """``observer``, told only of node events in ``phases``; pass it in ``observers=``.
+
+    Other events (routing, runs, model calls...) have no phase and always reach it.
+    ``subscribe(obs, phases={"completed"})`` sees each node once, after its merge.
+
+    Raises:
+        ValueError: ``phases`` is empty or names an unknown phase.
+    """
+    if isinstance(phases, str):
+        phases = (phases,)  # type: ignore[assignment]
+    chosen = frozenset(phases)
+    if not chosen:
+        raise ValueError(
+            f"subscribe(): phases is empty, so {observer!r} would never hear of a node; "
+            "give at least one of 'started', 'completed', 'suspended'"
+        )
+    unknown = sorted(chosen - _PHASES)
+    if unknown:
+        raise ValueError(
+            f"subscribe(): unknown phases {unknown}; use 'started', 'completed', 'suspended'"
+        )
+    as_listener(observer)  # a clear error now for something that is not an observer
+    return Subscription(observer, chosen)
+
+
 def as_listener(observer: Any) -> Listener:
     """The callable that delivers events to ``observer``.
 
     Raises:
         TypeError: ``observer`` is none of the accepted shapes.
     """
-    if isinstance(observer, AgentObserver | AsyncAgentObserver):
+    if isinstance(observer, AgentObserver | AsyncAgentObserver | Subscription):
         return observer.listener()
     on_event = getattr(observer, "on_event", None)
     target = on_event if callable(on_event) else observer if callable(observer) else None

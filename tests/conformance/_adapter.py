@@ -46,6 +46,7 @@ from selectgraph.observe import (
     RunFailed,
     RunStarted,
     drain_events_for,
+    subscribe,
 )
 
 ADAPTER_VERSION = (0, 48, 0)
@@ -762,9 +763,9 @@ class Harness:
                 return observer
         raise AdapterError("fixture_schema_invalid", f"no observer {name!r}")
 
-    def per_invocation(self) -> list[RecordingObserver]:
-        """Observers passed to each run (``attach: invocation``)."""
-        return [o for o in self.observers if self.targets[o.name] == "invocation"]
+    def per_invocation(self) -> list[Any]:
+        """Observers passed to each run (``attach: invocation``), as registered."""
+        return [registered(o) for o in self.observers if self.targets[o.name] == "invocation"]
 
     def attached_to(self, declared: Mapping[str, Any]) -> dict[str | None, list[Any]]:
         """Graph-attached observers by the subgraph they go on (``None``: the outermost graph)."""
@@ -782,8 +783,15 @@ class Harness:
                 (graph,) = declared
             else:
                 raise AdapterError("fixture_schema_invalid", f"observer target {place!r}")
-            result.setdefault(graph, []).append(observer)
+            result.setdefault(graph, []).append(registered(observer))
         return result
+
+
+def registered(observer: RecordingObserver) -> Any:
+    """What goes in ``observers=``: the observer, behind the engine's phase filter if it has one."""
+    if observer.phases == frozenset({"started", "completed"}):
+        return observer
+    return subscribe(observer, phases=observer.phases)  # type: ignore[arg-type]
 
 
 _OBSERVER_KEYS = frozenset({"name", "attach", "target", "behavior", "phases", "sleep_ms_per_event"})

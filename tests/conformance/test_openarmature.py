@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from selectgraph import GraphBuildError, GraphEvent, GraphRunError
-from selectgraph.observe import DrainSummary, ObserverWarning, drain, drain_events_for
+from selectgraph.observe import DrainSummary, ObserverWarning, drain, drain_events_for, subscribe
 
 from ._adapter import (
     AdapterError,
@@ -38,11 +38,6 @@ if not FIXTURES.is_dir():
     pytest.skip(f"conformance fixtures not found at {FIXTURES}", allow_module_level=True)
 
 _XFAIL: dict[str, tuple[str, type[BaseException]]] = {
-    "018": (
-        "selectgraph observers take no phases= subscription at registration, so an empty "
-        "phase set cannot be refused there (graph-engine §6 per-observer phase subscription)",
-        AdapterError,
-    ),
     "020": (
         "edge conditions given as a callable (state_field_read, edge_raises) are not in the "
         "adapter; and selectgraph emits the source node's NodeFinished (success) before "
@@ -159,12 +154,7 @@ _EXPECTED_KEYS = frozenset(
         "expected_error",
     }
 )
-_UNSUPPORTED = {
-    "empty_phases_raises_at_registration": (
-        "selectgraph observers take no phases= subscription at registration, so an empty "
-        "phase set cannot be refused there (graph-engine §6 per-observer phase subscription)"
-    ),
-}
+_UNSUPPORTED: dict[str, str] = {}
 
 
 def _invoke(run: Run, initial: dict[str, Any], step: dict[str, Any]) -> Any:
@@ -173,6 +163,10 @@ def _invoke(run: Run, initial: dict[str, Any], step: dict[str, Any]) -> Any:
     error_spec = step.get("expected_error", expected.pop("expected_error", None))
     for key in set(expected) & _UNSUPPORTED.keys():
         raise AdapterError("fixture_directive_unknown", _UNSUPPORTED[key])
+    if expected.pop("empty_phases_raises_at_registration", False):
+        # Refused when registered, before anything runs (graph-engine §6).
+        with pytest.raises(ValueError, match="phases is empty"):
+            subscribe(run.harness.observers[0], phases=())
     unknown = set(expected) - _EXPECTED_KEYS
     if unknown:
         raise AdapterError("fixture_directive_unknown", f"expected keys {sorted(unknown)}")
