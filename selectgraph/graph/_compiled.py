@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mappin
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
-from selectgraph._errors import Diagnostic, GraphRunError, RoutingError, StateValidationError
+from selectgraph._errors import Diagnostic, GraphRunError, StateValidationError
 from selectgraph._sentinels import EndType
 from selectgraph._serialization import StateSerializer, default_serializer
 from selectgraph._sync import run_sync
@@ -38,7 +38,7 @@ from selectgraph.observe._stream import StreamMode, stream_converter
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.runtime._control import Budget, CancellationToken
 from selectgraph.runtime._durable import Durability
-from selectgraph.runtime._guard import aguard_input, guard_input
+from selectgraph.runtime._guard import fast_route_target, guard_input, guard_start
 from selectgraph.runtime._resume import (
     DurableOptions,
     StateSnapshot,
@@ -425,36 +425,26 @@ class CompiledGraph:
         if checkpoint_id is not None:
             raise ValueError("checkpoint_id needs the checkpoint_store it was saved in")
         run = self.start_run(input, run_id=run_id, listeners=listeners, sleep=sleep)
-        guard = self.settings.input_guardrails
-        if guard is not None:
-            if guard.is_async:
-                return self._guarded(run)
-            guard_input(guard, run.state)
-        if self.settings.fast_route_fn is not None:
-            return self._fast_route(run)
-        return run.execute()
+        settings = self.settings
+        if settings.input_guardrails is None and settings.fast_route_fn is None:
+            return run.execute()  # the common case
+        if settings.input_guardrails is not None and settings.input_guardrails.is_async:
+            return self._guarded(run)
+        if settings.input_guardrails is not None:
+            guard_input(settings.input_guardrails, run.state)
+        chosen = fast_route_target(self, run.state)
+        if chosen is None:
+            return run.execute()
+        run.one_node = True
+        return run.walk(chosen)
 
     async def _guarded(self, run: Run) -> GraphResult:
         """A run whose prompt goes through async guardrails first."""
-        await aguard_input(self.settings.input_guardrails, run.state)
-        if self.settings.fast_route_fn is not None:
-            return await self._fast_route(run)
-        return await run.execute()
-
-    def _fast_route(self, run: Run) -> Coroutine[Any, Any, GraphResult]:
-        """Seed 004's shortcut: when ``fast_route_fn`` names a node, run only that node."""
-        fn = self.settings.fast_route_fn
-        assert fn is not None
-        chosen = fn(run.state)
+        chosen = await guard_start(self, run.state)
         if chosen is None:
-            return run.execute()
-        if not isinstance(chosen, str) or chosen not in self.nodes:
-            raise RoutingError(
-                f"fast_route_fn returned {chosen!r}, which is not a node of graph "
-                f"{self.name!r}; return a node name or None. Nodes: {', '.join(sorted(self.nodes))}"
-            )
+            return await run.execute()
         run.one_node = True
-        return run.walk(chosen)
+        return await run.walk(chosen)  # type: ignore[no-any-return]
 
     def _drive_sleep(self) -> Sleep:
         return asyncio.sleep if self.is_async else blocking_sleep

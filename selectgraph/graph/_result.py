@@ -114,6 +114,9 @@ class GraphResult:
     """The questions the run is waiting on, when it stopped at an interrupt."""
     checkpoint_id: str | None = None
     """The run's last checkpoint, when it has a checkpoint store."""
+    observer_errors: int = 0
+    """Calls to synchronous observers that raised during the run (each was logged and the
+    run went on); async observers' errors are counted by ``drain()``."""
 
     @property
     def interrupted(self) -> bool:

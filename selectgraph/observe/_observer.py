@@ -150,7 +150,7 @@ class AgentObserver(Observer):
         """A node finished."""
 
     def on_graph_routing(self, run_id: str, from_node: str, to_node: str) -> None:
-        """Routing chose the next node (``"__end__"`` for END)."""
+        """Routing chose the next node (``"END"`` for END)."""
 
     def on_graph_interrupt(self, run_id: str, node_name: str, interrupt_id: str) -> None:
         """A node asked a question; the run pauses."""

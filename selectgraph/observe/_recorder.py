@@ -183,7 +183,15 @@ class EventRecorder:
     every listener see nested events too (with their ``namespace`` set).
     """
 
-    __slots__ = ("_base", "_listeners", "_log", "_parent", "_wall_offset", "live")
+    __slots__ = (
+        "_base",
+        "_listeners",
+        "_log",
+        "_parent",
+        "_wall_offset",
+        "listener_errors",
+        "live",
+    )
 
     def __init__(
         self,
@@ -205,6 +213,8 @@ class EventRecorder:
         )
         self._listeners = tuple(listeners)
         self._parent = parent
+        self.listener_errors = 0
+        """Listener calls that raised (counted on the outermost recorder)."""
         self._log: list[Any] = parent._log if parent is not None else []
         self.live: bool = bool(self._listeners) or (parent is not None and parent.live)
         """Whether events are built and delivered as they happen."""
@@ -236,6 +246,14 @@ class EventRecorder:
         """A recorder for one branch of a fan-out: same trace and listeners, tagged events."""
         run_id, graph, namespace, _ = self._base
         return EventRecorder(run_id, graph, namespace, parent=self, branch=branch)
+
+    @property
+    def outermost(self) -> EventRecorder:
+        """The recorder of the outermost graph's run (this one, outside subgraphs)."""
+        recorder = self
+        while recorder._parent is not None:
+            recorder = recorder._parent
+        return recorder
 
     @property
     def trace(self) -> Trace:
@@ -339,5 +357,6 @@ class EventRecorder:
                     listener(event)
                 except Exception:
                     # An observer must never break the run it observes.
+                    chain[0].listener_errors += 1
                     logger.exception("selectgraph: listener %r failed on %s", listener, event.type)
         run_ended(event)  # async observers' queue closes behind the run's last event

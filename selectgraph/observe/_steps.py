@@ -55,7 +55,7 @@ class TraceStep:
     to_node: str | None = None
     """GRAPH_ROUTING (``"END"`` for END)."""
     checkpoint_id: str | None = None
-    """GRAPH_CHECKPOINT, GRAPH_INTERRUPT (when stored) and GRAPH_RESUME."""
+    """GRAPH_CHECKPOINT and GRAPH_RESUME."""
     interrupt_key: str | None = None
     """GRAPH_INTERRUPT and GRAPH_RESUME: the interrupt id."""
     children: tuple[str, ...] = ()

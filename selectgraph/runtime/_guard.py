@@ -1,13 +1,14 @@
-"""Where guardrails meet a run: its prompt before the first node, its output at the end."""
+"""How a run is let in and out: guardrails on its prompt and output, and the fast route."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from selectgraph._errors import RoutingError
 from selectgraph._messages import Message, Role
 from selectgraph.graph._state import LAST_OUTPUT, GraphState
 
-__all__ = ["aguard_input", "guard_input", "guard_output"]
+__all__ = ["aguard_input", "fast_route_target", "guard_input", "guard_output", "guard_start"]
 
 
 def _last_user(state: GraphState) -> int | None:
@@ -55,3 +56,34 @@ def guard_output(pipeline: Any, state: GraphState) -> None:
     checked = pipeline.check(content, stage="output")
     if checked != content:
         state.last_output = checked
+
+
+async def guard_start(graph: Any, state: GraphState) -> str | None:
+    """Run the graph's input guardrails on ``state``; the node a fast route chose, if any."""
+    guard = graph.settings.input_guardrails
+    if guard is not None:
+        if guard.is_async:
+            await aguard_input(guard, state)
+        else:
+            guard_input(guard, state)
+    return fast_route_target(graph, state)
+
+
+def fast_route_target(graph: Any, state: GraphState) -> str | None:
+    """Seed 004's shortcut: the one node ``fast_route_fn`` says to run, or ``None``.
+
+    Raises:
+        RoutingError: it returned something that is not a node of the graph.
+    """
+    fn = graph.settings.fast_route_fn
+    if fn is None:
+        return None
+    chosen = fn(state)
+    if chosen is None:
+        return None
+    if not isinstance(chosen, str) or chosen not in graph.nodes:
+        raise RoutingError(
+            f"fast_route_fn returned {chosen!r}, which is not a node of graph {graph.name!r}; "
+            f"return a node name or None. Nodes: {', '.join(sorted(graph.nodes))}"
+        )
+    return chosen

@@ -36,6 +36,7 @@ from selectgraph.runtime._durable import (
     forget_paused,
     paused_run,
 )
+from selectgraph.runtime._guard import guard_start
 from selectgraph.runtime._mirror import StateMirror
 from selectgraph.runtime._pending import decode_branch_writes
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
@@ -450,9 +451,15 @@ async def start_durable_run(
         pause_before=options.pause_before,
         pause_after=options.pause_after,
     )
+    entry = graph.entry
+    if graph.settings.input_guardrails is not None or graph.settings.fast_route_fn is not None:
+        chosen = await guard_start(graph, run.state)
+        if chosen is not None:
+            run.one_node = True
+            entry = chosen
     if options.durability != "exit":
-        run.first_write = ("input", [graph.entry], None)
-    return await run.walk(graph.entry)
+        run.first_write = ("input", [entry], None)
+    return await run.walk(entry)
 
 
 def _refuse_unanswered(checkpoint: Checkpoint, options: DurableOptions) -> None:

@@ -1471,6 +1471,7 @@ class Run:
             history_start=self._history_start,
             interrupts=self._interrupts,
             checkpoint_id=self._checkpoint_id,
+            observer_errors=self.recorder.outermost.listener_errors,
         )
 
     def _finish(self, stop_reason: StopReason) -> GraphResult:

@@ -134,3 +134,19 @@ def test_successful_and_failed_runs_still_end_with_one_terminal_event() -> None:
 
     assert [type(e) for e in _terminal(ok)] == [RunFinished]
     assert [type(e) for e in _terminal(failed)] == [RunFailed]
+
+
+def test_a_raising_sync_observer_is_counted_on_the_result(caplog: Any) -> None:
+    def breaks(event: Any) -> None:
+        raise RuntimeError("observer bug")
+
+    graph = AgentGraph(observers=[breaks])
+    graph.add_node("a", lambda s: {"x": 1})
+    graph.add_edge("a", END)
+
+    result = graph.run({})
+
+    assert result.state.data["x"] == 1
+    # RunStarted, NodeStarted, NodeFinished, EdgeFired (RunFinished comes after the result).
+    assert result.observer_errors == 4
+    assert "observer bug" in caplog.text
