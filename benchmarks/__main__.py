@@ -1,7 +1,8 @@
 """Benchmarks: time selectgraph and LangGraph on the same workloads, in the same process.
 
 Run with ``python -m benchmarks`` (``--quick`` for a short smoke run;
-``python -m benchmarks checkpoints`` for the durable-execution benchmark alone). Both
+``python -m benchmarks checkpoints`` for the durable-execution benchmark alone,
+``python -m benchmarks observability`` for the observability benchmark alone). Both
 libraries' runs are interleaved, repetition by repetition, so they share the
 machine's conditions; each figure is the median over repetitions, and the
 ratio is LangGraph's median over selectgraph's. Workloads that need an API
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from benchmarks import checkpoints as ck
+from benchmarks import observability as obs
 from benchmarks import workloads as w
 
 Builder = Callable[[], w.Workload]
@@ -155,6 +157,39 @@ CASES = [
     ),
 ]
 
+OBSERVABILITY = [
+    Case(
+        "loop1000_observer",
+        "µs/step",
+        w.LOOP_STEPS,
+        3,
+        obs.selectgraph_loop_observer,
+        obs.langgraph_loop_callbacks,
+        Target(1.3, "loop1000"),
+    ),
+    Case(
+        "loop1000_astream",
+        "µs/step",
+        w.LOOP_STEPS,
+        3,
+        obs.selectgraph_loop_astream,
+        obs.langgraph_loop_astream,
+        Target(1.5, "loop1000"),
+        is_async=True,
+        langgraph_calls=1,
+    ),
+    Case(
+        "loop1000_otel",
+        "µs/step",
+        w.LOOP_STEPS,
+        3,
+        obs.selectgraph_loop_otel,
+        None,
+        Target(3.0, "loop1000"),
+    ),
+]
+"""Issue 10: loop1000 observed three ways, each against the bare loop1000."""
+
 SWEEP = [10, 1_000, 10_000]
 """State sizes (keys) for the per-step flatness sweep."""
 SWEEP_SHORT, SWEEP_LONG = 50, 550
@@ -224,7 +259,7 @@ def measure(case: Case, repeats: int, with_langgraph: bool) -> Row:
 def judge(rows: list[Row]) -> list[Row]:
     """Check each row against its case's target (relative targets need the other row)."""
     by_name = {row.name: row for row in rows}
-    targets = {case.name: case.target for case in CASES}
+    targets = {case.name: case.target for case in (*CASES, *OBSERVABILITY)}
     judged = []
     for row in rows:
         target, value = targets.get(row.name), None
@@ -419,6 +454,18 @@ def _ck_payload(lg_version: str | None, rows: list[ck.CheckpointRow]) -> dict[st
     }
 
 
+def _obs_payload(
+    lg_version: str | None, repeats: int, rows: list[Row], budget: obs.BudgetCost
+) -> dict[str, Any]:
+    return {
+        "langgraph": lg_version,
+        "python": platform.python_version(),
+        "repeats": repeats,
+        "rows": [asdict(row) for row in rows],
+        "budget_check": asdict(budget),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks and print a table (and optionally JSON)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
@@ -432,9 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "suite",
         nargs="?",
-        choices=["all", "checkpoints"],
+        choices=["all", "checkpoints", "observability"],
         default="all",
-        help="'checkpoints' runs only the durable-execution benchmark (issue 9)",
+        help="'checkpoints' runs only the durable-execution benchmark (issue 9), "
+        "'observability' only the observer, stream, tracing and budget-check one (issue 10)",
     )
     args = parser.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
@@ -460,9 +508,30 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.json, "w") as handle:
                 json.dump(_ck_payload(lg_version, ck_rows), handle, indent=2)
         return 0
-    rows = judge([measure(case, repeats, lg_version is not None) for case in CASES])
+    if args.suite == "observability":
+        # loop1000 itself is measured too: the targets are ratios to it.
+        cases = [case for case in CASES if case.name == "loop1000"] + OBSERVABILITY
+        rows = judge([measure(case, repeats, lg_version is not None) for case in cases])
+        print()
+        _print_table(rows)
+        paired = obs.interleaved(repeats)
+        obs.print_interleaved(paired, repeats)
+        budget = obs.measure_budget(repeats, obs.QUICK_CALLS if args.quick else obs.CALLS)
+        obs.print_budget(budget, repeats)
+        if args.json:
+            found = _obs_payload(lg_version, repeats, rows, budget) | {"interleaved": paired}
+            with open(args.json, "w") as handle:
+                json.dump(found, handle, indent=2)
+        return 0
+    rows = judge(
+        [measure(case, repeats, lg_version is not None) for case in (*CASES, *OBSERVABILITY)]
+    )
     print()
     _print_table(rows)
+    paired = obs.interleaved(repeats)
+    obs.print_interleaved(paired, repeats)
+    budget = obs.measure_budget(repeats, obs.QUICK_CALLS if args.quick else obs.CALLS)
+    obs.print_budget(budget, repeats)
 
     points = sweep(repeats)
     print("\ncost as the state grows (selectgraph, a loop writing one key per step):")
@@ -490,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
             "sweep": [asdict(point) for point in points],
             "concurrent": [asdict(line) for line in lines],
             "checkpoints": [asdict(row) for row in ck_rows],
+            "budget_check": asdict(budget),
+            "interleaved": paired,
         }
         with open(args.json, "w") as handle:
             json.dump(payload, handle, indent=2)
