@@ -16,7 +16,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from selectgraph.observe._delivery import run_ended
-from selectgraph.observe._events import GraphEvent, NodeFinished, NodeStarted
+from selectgraph.observe._events import (
+    GraphEvent,
+    NodeFinished,
+    NodeStarted,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+)
 
 if TYPE_CHECKING:
     from selectgraph.observe._steps import TraceStep
@@ -43,6 +51,8 @@ def _own_fields(cls: type[GraphEvent]) -> tuple[str, ...]:
         _OWN_FIELDS[cls] = names
     return names
 
+
+_LAST_EVENTS = frozenset({RunFinished, RunFailed, RunCancelled, RunPaused})
 
 _SPAN = -1
 """Marks a raw entry that holds a node's NodeStarted and NodeFinished at once."""
@@ -82,7 +92,30 @@ def _expand(raw: RawEvent) -> tuple[GraphEvent, GraphEvent]:
     )
 
 
+_MAKERS: dict[tuple[int, int], Callable[[RawEvent], GraphEvent]] = {}
+"""A constructor per (event class, entry length): keyword arguments read straight from the
+entry, which halves what building an event for a listener costs."""
+
+
+def _maker(code: int, length: int) -> Callable[[RawEvent], GraphEvent]:
+    cls = _CLASSES[code]
+    own = ", ".join(f"{name}=raw[{4 + i}]" for i, name in enumerate(_own_fields(cls)[: length - 4]))
+    # The source is built from our own dataclasses' field names only, never from data.
+    source = (
+        "lambda raw: cls(run_id=raw[1][0], graph=raw[1][1], namespace=raw[1][2], "
+        f"branch=raw[1][3], step=raw[2], timestamp=raw[3]{', ' if own else ''}{own})"
+    )
+    made: Callable[[RawEvent], GraphEvent] = eval(source, {"cls": cls})
+    return made
+
+
 def _build(raw: RawEvent, extra: dict[str, Any] | None = None) -> GraphEvent:
+    if not extra:
+        key = (raw[0], len(raw))
+        make = _MAKERS.get(key)
+        if make is None:
+            make = _MAKERS[key] = _maker(*key)
+        return make(raw)
     cls = _CLASSES[raw[0]]
     (run_id, graph, namespace, branch), step, timestamp = raw[1:4]
     own = dict(zip(_own_fields(cls), raw[4:], strict=False))
@@ -341,22 +374,30 @@ class EventRecorder:
         self._deliver(event)
 
     def _deliver(self, event: GraphEvent) -> None:
-        # Outermost graph's listeners first, down to the graph that emitted the event.
         parent = self._parent
         if parent is None:
-            chain: tuple[EventRecorder, ...] = (self,)
+            for listener in self._listeners:
+                try:
+                    listener(event)
+                except Exception:
+                    self._listener_failed(self, listener, event)
         else:
+            # Outermost graph's listeners first, down to the graph that emitted the event.
             found = [self]
             while parent is not None:
                 found.append(parent)
                 parent = parent._parent
-            chain = tuple(reversed(found))
-        for recorder in chain:
-            for listener in recorder._listeners:
-                try:
-                    listener(event)
-                except Exception:
-                    # An observer must never break the run it observes.
-                    chain[0].listener_errors += 1
-                    logger.exception("selectgraph: listener %r failed on %s", listener, event.type)
-        run_ended(event)  # async observers' queue closes behind the run's last event
+            for recorder in reversed(found):
+                for listener in recorder._listeners:
+                    try:
+                        listener(event)
+                    except Exception:
+                        self._listener_failed(found[-1], listener, event)
+        if type(event) in _LAST_EVENTS:
+            run_ended(event)  # async observers' queue closes behind the run's last event
+
+    @staticmethod
+    def _listener_failed(outermost: EventRecorder, listener: Listener, event: GraphEvent) -> None:
+        # An observer must never break the run it observes.
+        outermost.listener_errors += 1
+        logger.exception("selectgraph: listener %r failed on %s", listener, event.type)

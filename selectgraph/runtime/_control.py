@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -208,25 +209,68 @@ class RunControl:
         budget = self.budget
         if budget.max_total_tokens is None and budget.max_cost_usd is None:
             return
-        prompt = _prompt_tokens(request)
         reply = request.max_tokens or 0
         used = self.usage
+        # Counting with tiktoken costs ~100 µs for a page of prompt: far from the
+        # limits, an upper bound on the prompt's tokens settles it without counting.
+        bound = _prompt_bound(request)
+        if self._fits(used, bound, reply, request.model):
+            return
+        prompt = _prompt_tokens(request)
         if budget.max_total_tokens is not None:
             needed = prompt + reply
             if used.total_tokens + needed > budget.max_total_tokens:
                 raise BudgetStop("token_budget", budget.max_total_tokens, used.total_tokens, needed)
         if budget.max_cost_usd is not None:
-            from selectgraph.providers._pricing import cost_usd
-
-            spent = used.cost_usd or 0.0
-            cost = cost_usd(request.model or "", prompt, reply) or 0.0
+            spent = used.cost_usd
+            cost = _cost(request.model, prompt, reply)
             if spent + cost > budget.max_cost_usd or spent >= budget.max_cost_usd:
                 raise BudgetStop("cost_budget", budget.max_cost_usd, spent, cost)
+
+    def _fits(self, used: Usage, prompt: int, reply: int, model: str) -> bool:
+        """Whether a call of at most ``prompt + reply`` tokens is within every budget."""
+        budget = self.budget
+        if (
+            budget.max_total_tokens is not None
+            and used.total_tokens + prompt + reply > budget.max_total_tokens
+        ):
+            return False
+        return budget.max_cost_usd is None or (
+            used.cost_usd + _cost(model, prompt, reply) <= budget.max_cost_usd
+            and used.cost_usd < budget.max_cost_usd
+        )
 
     def add(self, usage: Usage) -> None:
         """Count a finished call's usage."""
         with self._lock:
             self.usage = self.usage + usage
+
+
+def _cost(model: str, prompt: int, reply: int) -> float:
+    from selectgraph.providers._pricing import cost_usd
+
+    return cost_usd(model or "", prompt, reply) or 0.0
+
+
+_FRAMING = 16
+"""More than the tokens any chat format adds around one message."""
+
+
+def _prompt_bound(request: CompletionRequest) -> int:
+    """An upper bound on the prompt's tokens (a token is at least a byte, a character at most 4)."""
+    chars = 0
+    for message in request.messages:
+        chars += len(message.text) + len(message.name or "") + len(message.tool_call_id or "")
+        for call in message.tool_calls:
+            chars += (
+                len(call.id) + len(call.name) + len(call.raw_arguments or _json(call.arguments))
+            )
+        chars += _FRAMING
+    return 4 * chars + _FRAMING
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _prompt_tokens(request: CompletionRequest) -> int:
