@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -647,20 +648,28 @@ class CompiledGraph:
             GraphRunError: after the run's last event, if the run failed.
         """
         convert = stream_converter(stream_mode)
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        # A deque and an Event rather than an asyncio.Queue: a step's events are
+        # appended at the cost of a list append, and the consumer takes every
+        # item that is ready before it waits again.
+        pending: collections.deque[Any] = collections.deque()
+        ready = asyncio.Event()
         loop = asyncio.get_running_loop()
         home = threading.get_ident()
+
+        def push(item: Any) -> None:
+            pending.append(item)
+            ready.set()
 
         def deliver(event: GraphEvent) -> None:
             items = convert(event)
             if not items:
                 return
-            # A blocking node of a branch may emit from a worker thread.
-            for item in items:
-                if threading.get_ident() == home:
-                    queue.put_nowait(item)
-                else:
-                    loop.call_soon_threadsafe(queue.put_nowait, item)
+            if threading.get_ident() == home:
+                pending.extend(items)
+                ready.set()
+            else:  # a blocking node of a branch may emit from a worker thread
+                for item in items:
+                    loop.call_soon_threadsafe(push, item)
 
         listeners = (*observers, deliver)
         options = self._durable_options(
@@ -669,14 +678,17 @@ class CompiledGraph:
         task = asyncio.ensure_future(
             self._execute(input, listeners, run_id, _yielding_sleep, options, checkpoint_id)
         )
-        task.add_done_callback(lambda _: queue.put_nowait(_STREAM_END))
+        task.add_done_callback(lambda _: push(_STREAM_END))
         try:
             while True:
-                item = await queue.get()
-                if item is _STREAM_END:
-                    break
-                yield item
-            task.result()  # re-raise a failure after its RunFailed event was delivered
+                while pending:
+                    item = pending.popleft()
+                    if item is _STREAM_END:
+                        task.result()  # re-raise a failure after its last event
+                        return
+                    yield item
+                ready.clear()
+                await ready.wait()
         finally:
             if not task.done():
                 task.cancel()
