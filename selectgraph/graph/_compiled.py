@@ -37,7 +37,7 @@ from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import EventRecorder, Listener
 from selectgraph.observe._stream import StreamMode, stream_converter
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.runtime._control import Budget, CancellationToken
+from selectgraph.runtime._control import Budget, CancellationToken, cancellable
 from selectgraph.runtime._durable import Durability
 from selectgraph.runtime._guard import fast_route_target, guard_input, guard_start
 from selectgraph.runtime._resume import (
@@ -412,6 +412,21 @@ class CompiledGraph:
         options: DurableOptions | None = None,
         checkpoint_id: str | None = None,
     ) -> Coroutine[Any, Any, GraphResult]:
+        started = self._start(input, observers, run_id, sleep, options, checkpoint_id)
+        token = self.settings.cancellation_token
+        if token is None or sleep is blocking_sleep:
+            return started  # a run without an event loop stops at its next node
+        return cancellable(started, token)
+
+    def _start(
+        self,
+        input: GraphInput,
+        observers: Sequence[Observer | Listener],
+        run_id: str | None,
+        sleep: Sleep,
+        options: DurableOptions | None,
+        checkpoint_id: str | None,
+    ) -> Coroutine[Any, Any, GraphResult]:
         listeners = tuple(as_listener(o) for o in observers) if observers else ()
         if options is not None:
             return start_durable_run(
@@ -542,7 +557,11 @@ class CompiledGraph:
         answers = _answers(interrupt_id, response)
         options = self._durable_options(checkpoint_store, durability, pause, None, None, serializer)
         listeners = tuple(as_listener(o) for o in observers) if observers else ()
-        return resume_run(self, answers, options, listeners=listeners, sleep=sleep)
+        resumed = resume_run(self, answers, options, listeners=listeners, sleep=sleep)
+        token = self.settings.cancellation_token
+        if token is None or sleep is blocking_sleep:
+            return resumed
+        return cancellable(resumed, token)
 
     def resume(
         self,

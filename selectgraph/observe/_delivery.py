@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import logging
 import math
 import threading
@@ -101,8 +102,12 @@ def _get_loop() -> asyncio.AbstractEventLoop:
 class _RunDelivery:
     """The queue of one run's events for its async observers, and the worker emptying it."""
 
-    def __init__(self, run_id: str, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, run_id: str, loop: asyncio.AbstractEventLoop, after: _RunDelivery | None = None
+    ) -> None:
         self.run_id = run_id
+        self.after = after
+        """An earlier queue of the same run id (paused, then resumed) to finish first."""
         self.loop = loop
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.queued = 0
@@ -117,6 +122,10 @@ class _RunDelivery:
 
     async def _work(self) -> None:
         try:
+            if self.after is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wrap_future(self.after.finished)
+                self.after = None
             while True:
                 item = await self.queue.get()
                 if item is _CLOSE:
@@ -217,7 +226,9 @@ def enqueue(handler: AsyncHandler, event: GraphEvent) -> None:
     with _lock:
         delivery = _active.get(event.run_id)
         if delivery is None:
-            delivery = _active[event.run_id] = _RunDelivery(event.run_id, loop)
+            # A resumed run keeps its run id: its queue waits for the paused run's.
+            before = next((d for d in _working if d.run_id == event.run_id), None)
+            delivery = _active[event.run_id] = _RunDelivery(event.run_id, loop, before)
             _working.add(delivery)
             loop.call_soon_threadsafe(delivery.start)
         delivery.queued += 1
@@ -276,13 +287,15 @@ async def drain(timeout: float | None = None) -> DrainSummary:
     """
     _check_timeout(timeout)
     deliveries = _all_pending()
-    complete = await _await_all([d.finished for d in deliveries], timeout)
+    # What was queued when drain was called; a run still going on is not waited for.
+    complete = await _await_all([d.wait_for(d.queued) for d in deliveries], timeout)
     if complete:
         return DrainSummary(observer_errors=_take_errors())
     undelivered = 0
     for delivery in deliveries:
-        undelivered += delivery.queued - delivery.delivered
-        if delivery.task is not None and not delivery.finished.done():
+        behind = delivery.queued - delivery.delivered
+        undelivered += behind
+        if behind and delivery.task is not None and not delivery.finished.done():
             delivery.loop.call_soon_threadsafe(delivery.task.cancel)
     return DrainSummary(undelivered=undelivered, timed_out=True, observer_errors=_take_errors())
 

@@ -13,11 +13,11 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from selectgraph._usage import Usage
 
@@ -31,10 +31,13 @@ __all__ = [
     "CancellationToken",
     "RunCancelledByToken",
     "RunControl",
+    "TOKEN_CANCEL",
+    "cancellable",
     "current_control",
 ]
 
 BudgetKind = Literal["token_budget", "cost_budget", "time_budget"]
+T = TypeVar("T")
 
 
 class CancellationToken:
@@ -144,11 +147,13 @@ class RunCancelledByToken(BaseException):
 class RunControl:
     """What one run's budgets and token need while it runs (shared by its branches)."""
 
-    __slots__ = ("_lock", "budget", "started", "token", "usage")
+    __slots__ = ("_lock", "budget", "checked", "started", "token", "usage")
 
     def __init__(self, budget: Budget, token: CancellationToken | None, usage: Usage) -> None:
         self.budget = budget
         self.token = token
+        self.checked = token is not None or not budget.empty
+        """Whether there is anything to check (a budget or a token)."""
         self.started = perf_counter()
         self.usage = usage
         """Model usage so far: what the run had when it started, plus every call since."""
@@ -297,14 +302,25 @@ def leave(token: Any) -> None:
     _current.reset(token)
 
 
-def cancel_task_on(token: CancellationToken, task: asyncio.Task[Any] | None) -> Callable[[], None]:
-    """Cancel ``task`` (from any thread) when ``token`` is cancelled; returns an unsubscribe."""
-    if task is None:
-        return lambda: None
+TOKEN_CANCEL = "selectgraph: CancellationToken"
+"""The message of the cancellation a token sends, so the run knows it from any other."""
+
+
+async def cancellable(coroutine: Coroutine[Any, Any, T], token: CancellationToken) -> T:
+    """Run ``coroutine`` in a task of its own that ``token.cancel()`` cancels.
+
+    Only that task is ever cancelled, never the caller's: once the run is over,
+    a late cancel finds a finished task and does nothing.
+    """
+    task = asyncio.ensure_future(coroutine)
     loop = task.get_loop()
 
     def cancel() -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop: the run is over
-            loop.call_soon_threadsafe(task.cancel, "selectgraph: CancellationToken")
+            loop.call_soon_threadsafe(task.cancel, TOKEN_CANCEL)
 
-    return token.on_cancel(cancel)
+    unsubscribe = token.on_cancel(cancel)
+    try:
+        return await task
+    finally:
+        unsubscribe()

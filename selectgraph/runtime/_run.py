@@ -91,11 +91,11 @@ from selectgraph.runtime._branches import (
     run_on_threads,
 )
 from selectgraph.runtime._control import (
+    TOKEN_CANCEL,
     Budget,
     BudgetStop,
     RunCancelledByToken,
     RunControl,
-    cancel_task_on,
     current_control,
 )
 from selectgraph.runtime._control import enter as enter_control
@@ -294,7 +294,6 @@ class Run:
     _pause_reason = ""
     resumed_answer: tuple[str | None, str | None] = (None, None)
     """The node and interrupt id of the (first) answer a resume was given."""
-    _unsubscribe: Callable[[], None] = staticmethod(_nothing)
     _pause_next: list[Any] | None = None
     _fan_out_source = ""
 
@@ -353,14 +352,17 @@ class Run:
         control: RunControl | None = None
         checks = False  # whether budgets or a token are checked before each node
         entered: Any = None
-        if top and current_control() is None:
-            control = RunControl(
-                settings.budget or _NO_BUDGET, settings.cancellation_token, self.usage
-            )
-            entered = enter_control(control)
-            if settings.controlled:
-                checks = True
-                self._unsubscribe = self._watch_token(control)
+        outer = current_control()
+        nested = None  # a subgraph's or branch's walk checks its owner's time and token
+        if outer is None:
+            if top:
+                control = RunControl(
+                    settings.budget or _NO_BUDGET, settings.cancellation_token, self.usage
+                )
+                entered = enter_control(control)
+                checks = settings.controlled
+        elif outer.checked:
+            nested = outer
         try:
             if top:
                 if self.resumed_from is None and not self.resumed_live:
@@ -401,6 +403,8 @@ class Run:
                     break
                 if abort is not None and abort.is_set():
                     raise BranchAborted(f"branch {self.branch!r} stopped: its fan-out failed")
+                if nested is not None:
+                    nested.check_time()  # raises for the run that owns the control
                 if checks:
                     assert control is not None
                     refused = control.refusal()
@@ -570,8 +574,10 @@ class Run:
                     signal.needed,
                     name,
                 )
-                return await self._stop_inside(signal.kind, name, type(target) is Branches)
-            return await self._stop_inside("cancelled", name, type(target) is Branches)
+                kind: Stop = signal.kind
+            else:
+                kind = "cancelled"
+            return await self._stop_safely(kind, name, type(target) is Branches, control)
         except NodeInterrupt as signal:
             if not top:
                 raise  # the run at the top pauses, with every branch's questions
@@ -598,16 +604,15 @@ class Run:
         except BaseException as exc:
             if (
                 control is not None
-                and control.token is not None
-                and control.token.cancelled
                 and isinstance(exc, asyncio.CancelledError)
+                and TOKEN_CANCEL in exc.args
             ):
-                # Our own token cancelled the task (an LLM call in flight, branches):
-                # take the cancellation back and stop cleanly.
+                # The run's own token cancelled its task (see cancellable()): an LLM call
+                # in flight, branches. Take the cancellation back and stop cleanly.
                 task = asyncio.current_task()
                 if task is not None:
                     task.uncancel()
-                return await self._stop_inside("cancelled", name, type(target) is Branches)
+                return await self._stop_safely("cancelled", name, type(target) is Branches, control)
             if top:
                 # Cancelled, timed out, interrupted or closed from outside.
                 self.recorder.record(
@@ -619,17 +624,24 @@ class Run:
         finally:
             if entered is not None:
                 leave_control(entered)
-                self._unsubscribe()
 
-    def _watch_token(self, control: RunControl) -> Callable[[], None]:
-        """Cancel this run's task when its token is cancelled (a run with a loop only)."""
-        if control.token is None or self.driven_without_loop:
-            return _nothing
+    async def _stop_safely(
+        self, reason: Stop, name: str, in_fan_out: bool, control: RunControl
+    ) -> GraphResult:
+        """:meth:`_stop_inside`, making sure a failure while stopping still ends the run."""
+        # Calls of the node that was stopped (and of its branches) are spent too.
+        if control.usage.total_tokens > self.usage.total_tokens:
+            self.usage = control.usage
         try:
-            task = asyncio.current_task()
-        except RuntimeError:
-            return _nothing
-        return cancel_task_on(control.token, task)
+            return await self._stop_inside(reason, name, in_fan_out)
+        except GraphRunError as error:
+            self._attach(error)
+            raise
+        except Exception as exc:
+            self.recorder.record(
+                RunFailed, self.steps, _describe_error(exc), "run_error", self.state.current_node
+            )
+            raise
 
     async def _stop_inside(self, reason: Stop, name: str, in_fan_out: bool) -> GraphResult:
         """Stop for a budget or a cancellation that came in the middle of ``name``.
