@@ -1073,14 +1073,19 @@ class Run:
             return await branch.run(task.node)
 
         limit = options.max_concurrency or self.graph.settings.max_concurrency
-        if self.driven_without_loop:
-            outcomes = run_on_threads(
-                plan.tasks, run_branch, failure_mode=mode, limit=limit, on_abort=abort.set
-            )
-        else:
-            outcomes = await run_concurrently(
-                plan.tasks, run_branch, failure_mode=mode, limit=limit, on_abort=abort.set
-            )
+        try:
+            if self.driven_without_loop:
+                outcomes = run_on_threads(
+                    plan.tasks, run_branch, failure_mode=mode, limit=limit, on_abort=abort.set
+                )
+            else:
+                outcomes = await run_concurrently(
+                    plan.tasks, run_branch, failure_mode=mode, limit=limit, on_abort=abort.set
+                )
+        except BaseException:
+            # Cancelled (a token, the caller): the fan-out still reports its end.
+            self._fan_out_cut_off(plan, step, started)
+            raise
         done: list[BranchWrites] = []
         failed: list[tuple[BranchTask, BaseException]] = []
         cancelled: list[str] = []
@@ -1108,7 +1113,9 @@ class Run:
             elif outcome is CANCELLED or isinstance(outcome, BranchAborted):
                 cancelled.append(task.ref.label)
             elif not isinstance(outcome, Exception):
-                raise outcome  # SystemExit, KeyboardInterrupt...: never absorbed by a fan-out
+                # A budget stop, SystemExit, KeyboardInterrupt...: never absorbed by a fan-out.
+                self._fan_out_cut_off(plan, step, started)
+                raise outcome
             else:
                 failed.append((task, outcome))
         reached = step + 1 if quick_nodes else step
@@ -1163,6 +1170,18 @@ class Run:
         if any(branch.hit_limit for branch in runs):
             return None
         return not (failed_any and mode == "wait_all"), None
+
+    def _fan_out_cut_off(self, plan: FanOutPlan, step: int, started: float) -> None:
+        """ParallelFinished for a fan-out stopped as a whole: no branch's writes were merged."""
+        self.recorder.record(
+            ParallelFinished,
+            step,
+            plan.source,
+            (),
+            (),
+            tuple(plan.labels),
+            (perf_counter() - started) * 1000,
+        )
 
     _lost_run: CheckpointConflict | None = None
     """Set when storing a branch's writes found that another writer moved the run on."""

@@ -216,3 +216,30 @@ def test_a_resumed_runs_observer_calls_follow_the_paused_runs_one_at_a_time() ->
     assert watcher.most == 1
     assert watcher.order.index("RunPaused") < watcher.order.index("RunResumed")
     assert watcher.order[-1] == "RunFinished"
+
+
+def test_a_budget_stop_inside_a_fan_out_still_reports_its_end() -> None:
+    from selectgraph.observe import ParallelFinished, ParallelStarted
+
+    local = LocalProvider()
+
+    def agent(name: str) -> Agent:
+        return Agent(AgentConfig(name=name, max_tokens=50), provider=local)
+
+    graph = AgentGraph("p", max_total_tokens=120)
+    graph.add_node("first", agent("first"))
+    for name in ("a", "b", "c"):
+        graph.add_node(name, agent(name))
+    graph.add_parallel_nodes("team", ["a", "b", "c"])
+    graph.add_node("join", lambda s: {"done": True}, next_node=END)
+    graph.add_edge("first", "team")
+    graph.add_edge("team", "join")
+
+    result = graph.run("hello there", observers=[lambda event: None])
+
+    assert result.stop_reason == "token_budget"
+    started = [e for e in result.trace if isinstance(e, ParallelStarted)]
+    finished = [e for e in result.trace if isinstance(e, ParallelFinished)]
+    assert len(started) == len(finished) == 1
+    assert finished[0].cancelled == ("a", "b", "c")
+    assert finished[0].succeeded == ()
