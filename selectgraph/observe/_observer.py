@@ -93,6 +93,18 @@ def _overridden(cls: type, base: type, name: str) -> bool:
     return getattr(cls, name, None) is not getattr(base, name, None)
 
 
+def _methods_of(
+    cls: type, base: type, prefix: str
+) -> tuple[dict[type[GraphEvent], tuple[str, _Args]], bool]:
+    """The seed methods ``cls`` overrides, by event; and whether it overrides ``*event``."""
+    dispatch = {
+        event_cls: (f"{prefix}{name}", args)
+        for name, event_cls, args in _SEED_EVENTS
+        if _overridden(cls, base, f"{prefix}{name}")
+    }
+    return dispatch, _overridden(cls, base, f"{prefix}event")
+
+
 class AgentObserver(Observer):
     """The seed's observer: override any of the thirteen ``on_*`` methods.
 
@@ -108,12 +120,7 @@ class AgentObserver(Observer):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._dispatch = {
-            event_cls: (f"on_{name}", args)
-            for name, event_cls, args in _SEED_EVENTS
-            if _overridden(cls, AgentObserver, f"on_{name}")
-        }
-        cls._wants_all = _overridden(cls, AgentObserver, "on_event")
+        cls._dispatch, cls._wants_all = _methods_of(cls, AgentObserver, "on_")
 
     def listener(self) -> Listener:
         """The callable the run calls with each event."""
@@ -191,12 +198,7 @@ class AsyncAgentObserver(Observer):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._dispatch = {
-            event_cls: (f"a_on_{name}", args)
-            for name, event_cls, args in _SEED_EVENTS
-            if _overridden(cls, AsyncAgentObserver, f"a_on_{name}")
-        }
-        cls._wants_all = _overridden(cls, AsyncAgentObserver, "a_on_event")
+        cls._dispatch, cls._wants_all = _methods_of(cls, AsyncAgentObserver, "a_on_")
 
     def listener(self) -> Listener:
         """The callable the run calls with each event: it only queues."""
