@@ -142,10 +142,6 @@ _TRIGGERS = {
 }
 
 
-def _nothing() -> None:
-    return None
-
-
 async def blocking_sleep(seconds: float) -> None:
     """Sleep without an event loop; used when run() drives a synchronous graph."""
     time.sleep(seconds)
