@@ -111,6 +111,13 @@ from selectgraph.runtime._branches import BranchRef
 from selectgraph.runtime._control import CancellationToken
 from selectgraph.runtime._durable import Durability
 from selectgraph.runtime._resume import StateSnapshot
+from selectgraph.supervisor import (
+    ModelSplit,
+    SupervisorAgent,
+    SupervisorError,
+    SupervisorResult,
+    SupervisorStrategy,
+)
 
 __version__ = "0.1.0"
 
@@ -166,6 +173,7 @@ __all__ = [
     "MergeConflictError",
     "MergePolicy",
     "Message",
+    "ModelSplit",
     "NodeCache",
     "NodeContext",
     "NodeContractError",
@@ -198,6 +206,10 @@ __all__ = [
     "StateValidationError",
     "StepType",
     "StreamMode",
+    "SupervisorAgent",
+    "SupervisorError",
+    "SupervisorResult",
+    "SupervisorStrategy",
     "Tool",
     "ToolCall",
     "TraceStep",

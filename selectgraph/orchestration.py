@@ -2,8 +2,7 @@
 
 ``from selectgraph.orchestration import AgentGraph, InterruptRequest, ...`` works
 as the seed's examples write it; everything here is also importable from
-``selectgraph`` itself, which is the name to prefer in new code. SupervisorAgent,
-SupervisorStrategy and ModelSplit join this module with the supervisor (issue 11).
+``selectgraph`` itself, which is the name to prefer in new code.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from selectgraph import (
     LoopAction,
     MaxStepsAction,
     MergePolicy,
+    ModelSplit,
     NodeContext,
     NodeResult,
     ParallelGroup,
@@ -41,6 +41,8 @@ from selectgraph import (
     Scatter,
     SQLiteCheckpointStore,
     StateSnapshot,
+    SupervisorAgent,
+    SupervisorStrategy,
     goto,
     update,
 )
@@ -68,6 +70,7 @@ __all__ = [
     "LoopAction",
     "MaxStepsAction",
     "MergePolicy",
+    "ModelSplit",
     "NodeContext",
     "NodeResult",
     "ParallelGroup",
@@ -78,6 +81,8 @@ __all__ = [
     "SQLiteCheckpointStore",
     "Scatter",
     "StateSnapshot",
+    "SupervisorAgent",
+    "SupervisorStrategy",
     "goto",
     "update",
 ]

@@ -86,6 +86,7 @@ RUNNABLE_PAGES = [
     "howto/time-travel.md",
     "persistence.md",
     "security.md",
+    "supervisor.md",
 ]
 """Pages whose code blocks run top to bottom, in one namespace, as written."""
 
@@ -167,6 +168,15 @@ PRINTED = {
         "fork True",
         "Hello, Grace. Kind regards.",
         "Hello, Alan!",
+    ],
+    "supervisor.md": [
+        "['researcher', 'writer', 'researcher', 'writer']\nend 2 6",
+        "['plan', 'researcher', 'writer', 'replan', 'editor', 'finish']",
+        "the article 1 ProviderRequestError: model gone",
+        "replanned after 3 stalls: 1. web: search the archive\nIt was in the archive.",
+        "paused ['researcher']\nend ['researcher', 'writer']",
+        "running route\nrunning researcher\nrunning route\nrunning writer\nrunning finish",
+        "Publish this?\napproved: yes",
     ],
     "persistence.md": [
         "interrupted post-1|2:review|0",

@@ -21,6 +21,7 @@ EXPECTED = {
     "07_declarative.py": "classify -> billing",
     "08_streaming.py": "done: 2 steps",
     "09_approval_workflow.py": "fact-check ran 1 time(s), in process 1: context.once kept it",
+    "10_supervisor.py": "== MAGENTIC: end, 3 round(s)",
 }
 
 

@@ -87,3 +87,33 @@ def test_the_checkpointing_usage_example_runs_as_written(
         "Step 1: node=writer, interrupted=False",
         "Step 2: node=publisher, interrupted=False",
     ]
+
+
+def test_the_supervisor_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    code = _between(
+        _seed_text(),
+        "from selectgraph.orchestration import SupervisorAgent, SupervisorStrategy, ModelSplit",
+        "Examples\n",
+    )
+    namespace: dict[str, Any] = {
+        "provider": LocalProvider(),
+        **{
+            name: Agent(AgentConfig(name=name), provider=LocalProvider())
+            for name in ("researcher", "writer", "reviewer")
+        },
+    }
+    exec(compile(code, "seed-004-supervisor", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    result = namespace["result"]
+    assert printed[-1] == "Total cost: $0.0000"
+    assert result.stop_reason == "end"
+    assert result.content  # the plan's last step answered
+    # ModelSplit is really used: the supervisor asked gpt-4o, the team gpt-4o-mini.
+    boss = namespace["provider"]
+    assert {request.model for request in boss.requests} == {"gpt-4o"}
+    team_models = {
+        request.model
+        for name in ("researcher", "writer", "reviewer")
+        for request in namespace[name].provider.requests
+    }
+    assert team_models == {"gpt-4o-mini"}

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from selectgraph._messages import Message, Role
+from selectgraph._serialization import schema_types
 from selectgraph.agents._calls import CallScope
 from selectgraph.agents._calls import scope as call_scope
 from selectgraph.agents._config import ContextMode
@@ -112,6 +113,12 @@ class AgentNode:
         self.output_key = output_key
         self.conversation = conversation
         self.feedback_on_revisit = feedback_on_revisit
+
+    @property
+    def state_types(self) -> list[type]:
+        """Classes this node's results may hold: the agent's output schema and what it nests."""
+        schema = self.agent.config.output_schema
+        return schema_types(schema) if schema is not None else []
 
     @property
     def description(self) -> str:

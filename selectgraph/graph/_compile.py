@@ -132,7 +132,7 @@ class _Compiler:
             observers=graph._observers,
             warnings=[d for d in self.diagnostics if d.severity == "warning"],
             description=graph.description,
-            serializer=serializer_for(graph._state_schema),
+            serializer=_with_node_types(serializer_for(graph._state_schema), specs.values()),
         )
 
     # --------------------------------------------------------------- nodes
@@ -644,3 +644,35 @@ def validate_graph(graph: AgentGraph) -> list[Diagnostic]:
     with contextlib.suppress(GraphBuildError):  # the diagnostics are what we want
         compiler.compile()
     return compiler.diagnostics
+
+
+def _with_node_types(
+    serializer: StateSerializer, specs: Iterable[NodeSpec | None]
+) -> StateSerializer:
+    """``serializer``, also allowing the types nodes write: agents' output schemas, subgraphs'.
+
+    The classes come from the graph's own definition, never from stored data, so
+    allowing them keeps checkpoints unable to name code. A class that cannot be
+    named in a stored state (defined in a function, or sharing another's name) is
+    left out: a checkpoint holding one then fails to load with TypeNotAllowedError.
+    """
+    extra: list[type] = []
+    for spec in specs:
+        if spec is None:
+            continue
+        adapter: Any = spec.adapter
+        while adapter is not None:
+            extra.extend(getattr(adapter, "state_types", ()))
+            child = getattr(adapter, "child", None)  # a graph as a node: its types too
+            if child is not None:
+                extra.extend(child.serializer.allowed_types)
+            adapter = getattr(adapter, "inner", None)
+    if not extra:
+        return serializer
+    allowed = serializer.allowing()
+    for cls in dict.fromkeys(extra):
+        try:
+            allowed.register_type(cls)
+        except TypeError:
+            continue
+    return allowed

@@ -551,6 +551,10 @@ class SupervisorReplanned(GraphEvent):
 
     type: ClassVar[GraphEventType] = GraphEventType.SUPERVISOR_REPLAN
     stall_count: int
-    """Rounds without progress that led to the replan."""
+    """Rounds without progress that led to the replan (0 when a failed step led to it)."""
     new_plan: str
     """The new plan, as text."""
+    node: str = ""
+    """The supervisor node that made the new plan."""
+    reason: str = ""
+    """Why the plan was remade: ``"stalled"`` or ``"step_failed"``."""

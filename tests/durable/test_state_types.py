@@ -221,3 +221,32 @@ def test_metadata_errors_and_quality_survive_a_resume(store: CheckpointStore, li
     assert final.state.metadata == {"request_id": "req-42", "asked": True}
     assert [error["node"] for error in final.state.errors] == ["bad"]
     assert dict(final.state.data) == {"s": 1, "answer": "y"}
+
+
+def test_an_agent_output_schema_survives_a_checkpoint_without_registering_it(
+    store: CheckpointStore,
+) -> None:
+    # The agent's structured answer sits in the run's history (its AgentResult); the
+    # graph allows the agent's output schema, so continuing from the store restores it.
+    from selectgraph import Agent, AgentConfig
+    from selectgraph.providers import LocalReply
+    from selectgraph.testing import ScriptedProvider
+
+    def build() -> AgentGraph:
+        agent = Agent(
+            AgentConfig(name="pricer", output_schema=Order),
+            provider=ScriptedProvider(
+                [LocalReply.json({"items": [{"name": "a1", "qty": 2, "priority": "high"}]})]
+            ),
+        )
+        graph = AgentGraph("priced")
+        graph.add_node("pricer", agent, output_key="order", next_node="after")
+        graph.add_node("after", lambda s: {"seen": True}, next_node=END)
+        return graph
+
+    build().run("price it", checkpoint_store=store, run_id="priced", pause_after=["pricer"])
+    final = build().run(None, checkpoint_store=store, run_id="priced")
+    assert final.state.data["seen"] is True
+    [pricer] = final.node_results["pricer"]
+    assert isinstance(pricer.agent_result.output, Order)
+    assert final.state.data["order"].items[0].priority is Priority.HIGH

@@ -1,0 +1,97 @@
+"""SupervisorResult: a GraphResult that also reads the supervisor's record of the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from selectgraph.graph._result import GraphResult
+from selectgraph.supervisor._config import SupervisorStrategy
+from selectgraph.supervisor._schemas import PlanStep, StepRecord, TaskLedger
+
+__all__ = ["SupervisorResult"]
+
+_GRAPH_RESULT_FIELDS = tuple(f.name for f in fields(GraphResult))
+
+
+@dataclass(slots=True, kw_only=True)
+class SupervisorResult(GraphResult):
+    """What a supervised run returns: everything a GraphResult has, and the team's record.
+
+    ``content`` is the final answer and ``total_usage`` the tokens and cost of every
+    call, the supervisor's and the members'.
+    """
+
+    strategy: SupervisorStrategy
+    """The strategy that ran."""
+    members: tuple[str, ...] = ()
+    """The team members' names (also their node names)."""
+
+    @classmethod
+    def wrap(
+        cls, result: GraphResult, strategy: SupervisorStrategy, members: tuple[str, ...]
+    ) -> SupervisorResult:
+        """The supervisor's view of a graph run's ``result``."""
+        values: dict[str, Any] = {name: getattr(result, name) for name in _GRAPH_RESULT_FIELDS}
+        return cls(**values, strategy=strategy, members=members)
+
+    @property
+    def agent_results(self) -> dict[str, list[Any]]:
+        """Each member's AgentResults, in turn order (function members have none)."""
+        found: dict[str, list[Any]] = {}
+        for name, results in self.node_results.items():
+            agent_results = [r.agent_result for r in results if r.agent_result is not None]
+            if name in self.members and agent_results:
+                found[name] = agent_results
+        return found
+
+    @property
+    def turns(self) -> list[StepRecord]:
+        """Every member's turn, as the supervisor recorded it.
+
+        Each says who worked, what they were told, and what they answered (or why
+        they failed).
+        """
+        return [
+            s if isinstance(s, StepRecord) else StepRecord.model_validate(s)
+            for s in self.state.data.get("steps") or ()
+        ]
+
+    @property
+    def plan(self) -> list[PlanStep]:
+        """PLAN_AND_EXECUTE: the last plan made."""
+        return [
+            s if isinstance(s, PlanStep) else PlanStep.model_validate(s)
+            for s in self.state.data.get("plan") or ()
+        ]
+
+    @property
+    def ledger(self) -> TaskLedger | None:
+        """MAGENTIC: the last task ledger."""
+        value = self.state.data.get("ledger")
+        if value is None or isinstance(value, TaskLedger):
+            return value
+        return TaskLedger.model_validate(value)
+
+    @property
+    def rounds(self) -> int:
+        """Rounds started: plan steps, full rounds, routing decisions or progress ledgers."""
+        return int(self.state.data.get("rounds", 0))
+
+    @property
+    def replans(self) -> int:
+        """Times the supervisor remade its plan."""
+        return int(self.state.data.get("replans", 0))
+
+    @property
+    def completed(self) -> bool:
+        """Whether the supervisor judged the task complete (not stopped by ``max_rounds``).
+
+        PLAN_AND_EXECUTE counts a plan run to its end as complete.
+        """
+        return bool(self.state.data.get("done"))
+
+    @property
+    def verdict(self) -> str:
+        """The supervisor's last judgement of the run, in words."""
+        return str(self.state.data.get("verdict", ""))

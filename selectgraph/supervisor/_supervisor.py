@@ -1,0 +1,294 @@
+"""SupervisorAgent: a team of agents coordinated by a supervising model, compiled to an AgentGraph.
+
+The supervisor builds one :class:`~selectgraph.AgentGraph` for its strategy:
+its own calls (plan, verdict, routing, ledgers) are nodes, each member is a
+node, and routers between them record every turn in the state. Running a
+supervisor is running that graph, so streaming, observers, budgets,
+cancellation, checkpoints and human-in-the-loop apply unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Unpack
+
+from selectgraph._errors import GraphRunError
+from selectgraph._messages import Message
+from selectgraph.agents._agent import AgentOutputError
+from selectgraph.agents._defaults import default_provider
+from selectgraph.graph._builder import AgentGraph
+from selectgraph.graph._compiled import NO_RESPONSE, ResumeOptions, RunOptions, StreamOptions
+from selectgraph.graph._result import GraphResult
+from selectgraph.graph._state import GraphState
+from selectgraph.observe._events import RunFinished
+from selectgraph.providers._base import Provider
+from selectgraph.runtime._control import CancellationToken
+from selectgraph.supervisor import _dynamic, _magentic, _plan_execute, _round_robin
+from selectgraph.supervisor._build import Build
+from selectgraph.supervisor._config import ModelSplit, SupervisorStrategy
+from selectgraph.supervisor._errors import SupervisorError
+from selectgraph.supervisor._result import SupervisorResult
+from selectgraph.supervisor._schemas import SupervisorState
+from selectgraph.supervisor._team import Team
+
+__all__ = ["SupervisorAgent"]
+
+_STRATEGIES: dict[SupervisorStrategy, tuple[frozenset[str], Callable[[Build], None], int]] = {
+    # strategy: (its own node names, the builder, turns of history a member is shown)
+    SupervisorStrategy.PLAN_AND_EXECUTE: (
+        _plan_execute.NODES,
+        _plan_execute.build_plan_and_execute,
+        1,
+    ),
+    SupervisorStrategy.ROUND_ROBIN: (_round_robin.NODES, _round_robin.build_round_robin, 0),
+    SupervisorStrategy.DYNAMIC: (_dynamic.NODES, _dynamic.build_dynamic, 0),
+    SupervisorStrategy.MAGENTIC: (_magentic.NODES, _magentic.build_magentic, 0),
+}
+
+TaskInput = str | Mapping[str, Any] | GraphState | None
+"""What a supervised run starts from: the task as text (usual), a mapping of data with
+a ``"task"``, a GraphState, or None to continue a checkpointed run."""
+
+
+class SupervisorAgent:
+    """A supervisor and its team, run with one of four strategies.
+
+    Example:
+        >>> from selectgraph import Agent, AgentConfig, SupervisorAgent, SupervisorStrategy
+        >>> from selectgraph.providers import LocalProvider
+        >>> team = {
+        ...     "researcher": Agent(AgentConfig(name="researcher", instructions="Find facts.")),
+        ...     "writer": Agent(AgentConfig(name="writer", instructions="Write it up.")),
+        ... }
+        >>> supervisor = SupervisorAgent(
+        ...     agents=team, provider=LocalProvider(), strategy=SupervisorStrategy.ROUND_ROBIN,
+        ...     max_rounds=2,
+        ... )
+        >>> result = supervisor.run("Explain tides")
+        >>> [turn.agent for turn in result.turns]
+        ['researcher', 'writer', 'researcher', 'writer']
+    """
+
+    def __init__(
+        self,
+        agents: Mapping[str, Any],
+        *,
+        provider: Provider | None = None,
+        strategy: SupervisorStrategy | str = SupervisorStrategy.PLAN_AND_EXECUTE,
+        max_rounds: int = 10,
+        model_split: ModelSplit | None = None,
+        max_stalls: int = 3,
+        instructions: str = "",
+        name: str = "supervisor",
+        observers: Sequence[Any] = (),
+        max_total_tokens: int | None = None,
+        max_cost_usd: float | None = None,
+        max_duration: float | None = None,
+        cancellation_token: CancellationToken | None = None,
+        pause_before: Iterable[str] = (),
+        pause_after: Iterable[str] = (),
+    ) -> None:
+        """Create a supervisor over ``agents``.
+
+        Args:
+            agents: The team: name -> Agent (or a function of the state; see
+                docs/supervisor.md). Names are also node names.
+            provider: Who answers the supervisor's own calls (default: the offline-aware
+                default provider). Members keep their own providers.
+            strategy: PLAN_AND_EXECUTE, ROUND_ROBIN, DYNAMIC or MAGENTIC.
+            max_rounds: Plan steps, full rounds, turns, or progress rounds at most.
+            model_split: Which model plans and which one works.
+            max_stalls: MAGENTIC: rounds without progress before the ledger is remade.
+            instructions: Extra guidance for every supervisor call.
+            name: The supervised graph's name (traces, events, diagrams).
+            observers: Told every event of every run.
+            max_total_tokens: Token budget of a run (supervisor and members together).
+            max_cost_usd: Cost budget of a run, in US dollars.
+            max_duration: Time budget of a run, in seconds.
+            cancellation_token: Stops runs when cancelled.
+            pause_before: Nodes (members or the supervisor's own) a checkpointed run
+                pauses before.
+            pause_after: Nodes a checkpointed run pauses after.
+
+        Raises:
+            ValueError: no agents, a bad or reserved agent name, an unknown strategy,
+                or ``max_rounds`` / ``max_stalls`` below 1.
+            TypeError: a member is neither an Agent nor a function.
+        """
+        try:
+            self.strategy = SupervisorStrategy(strategy)
+        except ValueError:
+            choices = ", ".join(s.name for s in SupervisorStrategy)
+            raise ValueError(
+                f"SupervisorAgent: unknown strategy {strategy!r}; choose one of {choices}"
+            ) from None
+        for what, value in (("max_rounds", max_rounds), ("max_stalls", max_stalls)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SupervisorAgent: {what} must be an integer >= 1, got {value!r}")
+        if model_split is not None and not isinstance(model_split, ModelSplit):
+            raise TypeError(
+                "SupervisorAgent: model_split must be a ModelSplit, got "
+                f"{type(model_split).__name__}"
+            )
+        self.model_split = model_split or ModelSplit()
+        self.max_rounds = max_rounds
+        self.max_stalls = max_stalls
+        self.provider: Provider = provider or default_provider()
+        reserved, builder, history = _STRATEGIES[self.strategy]
+        self.team = Team(agents, executor_model=self.model_split.executor_model, reserved=reserved)
+        graph = AgentGraph(
+            name,
+            state_schema=SupervisorState,
+            # A safety net only: every strategy stops itself after max_rounds.
+            max_steps=(len(self.team.members) + 4) * (max_rounds + 2),
+            observers=observers,
+            description=f"{self.strategy.name.lower()} supervisor of {', '.join(self.team.names)}",
+            max_total_tokens=max_total_tokens,
+            max_cost_usd=max_cost_usd,
+            max_duration=max_duration,
+            cancellation_token=cancellation_token,
+            pause_before=pause_before,
+            pause_after=pause_after,
+        )
+        builder(
+            Build(
+                graph=graph,
+                team=self.team,
+                provider=self.provider,
+                planner_model=self.model_split.planner_model,
+                instructions=instructions,
+                max_rounds=max_rounds,
+                max_stalls=max_stalls,
+                member_history=history or 2 * len(self.team.members),
+            )
+        )
+        self.graph: AgentGraph = graph
+        """The graph this supervisor runs; add it to another graph with add_subgraph()."""
+        graph.compile()  # report a broken team now, not at the first run
+
+    # ------------------------------------------------------------------ runs
+    def run(self, task: TaskInput = None, **options: Unpack[RunOptions]) -> SupervisorResult:
+        """Run the team on ``task`` and return the result (blocking).
+
+        Raises:
+            SupervisorError: the plan never validated, or a step failed after its replan.
+            GraphRunError: the run failed otherwise; ``error.result`` keeps what was done.
+        """
+        try:
+            result = self.graph.run(_input(task), **options)
+        except GraphRunError as error:
+            raise _explained(error) from error
+        return self._wrap(result)
+
+    async def arun(self, task: TaskInput = None, **options: Unpack[RunOptions]) -> SupervisorResult:
+        """Run the team on ``task`` and return the result."""
+        try:
+            result = await self.graph.arun(_input(task), **options)
+        except GraphRunError as error:
+            raise _explained(error) from error
+        return self._wrap(result)
+
+    async def astream(
+        self, task: TaskInput = None, **options: Unpack[StreamOptions]
+    ) -> AsyncIterator[Any]:
+        """Run the team on ``task``, yielding what happens (see ``AgentGraph.astream``).
+
+        In the default ``"events"`` mode the last event is ``RunFinished`` (its
+        ``result`` a SupervisorResult), ``RunPaused``, ``RunFailed`` or ``RunCancelled``.
+        """
+        try:
+            async for item in self.graph.astream(_input(task), **options):
+                if isinstance(item, RunFinished) and item.result is not None:
+                    item = _with_result(item, self._wrap(item.result))
+                yield item
+        except GraphRunError as error:
+            raise _explained(error) from error
+
+    def resume(
+        self,
+        interrupt_id: str | Mapping[str, Any],
+        response: Any = NO_RESPONSE,
+        **options: Unpack[ResumeOptions],
+    ) -> SupervisorResult:
+        """Answer a paused run's interrupt and continue it (see ``AgentGraph.resume``)."""
+        try:
+            result = self.graph.resume(interrupt_id, response, **options)
+        except GraphRunError as error:
+            raise _explained(error) from error
+        return self._wrap(result)
+
+    async def aresume(
+        self,
+        interrupt_id: str | Mapping[str, Any],
+        response: Any = NO_RESPONSE,
+        **options: Unpack[ResumeOptions],
+    ) -> SupervisorResult:
+        """Async :meth:`resume`."""
+        try:
+            result = await self.graph.aresume(interrupt_id, response, **options)
+        except GraphRunError as error:
+            raise _explained(error) from error
+        return self._wrap(result)
+
+    def result_of(self, result: GraphResult) -> SupervisorResult:
+        """The supervisor's view of a result of this supervisor's graph."""
+        return self._wrap(result)
+
+    def _wrap(self, result: GraphResult) -> SupervisorResult:
+        if isinstance(result, SupervisorResult):
+            return result
+        return SupervisorResult.wrap(result, self.strategy, tuple(self.team.names))
+
+    # -------------------------------------------------------------- drawing
+    def to_mermaid(self, result: GraphResult | None = None) -> str:
+        """The supervised graph as a Mermaid diagram (with a run's path, when given)."""
+        return self.graph.to_mermaid(result)
+
+    def visualize(
+        self, format: Literal["ascii", "mermaid"] = "ascii", result: GraphResult | None = None
+    ) -> str:
+        """The supervised graph as text (``"ascii"`` or ``"mermaid"``)."""
+        return self.graph.visualize(format, result)
+
+    def __repr__(self) -> str:
+        return (
+            f"SupervisorAgent(strategy={self.strategy.name}, agents={self.team.names}, "
+            f"max_rounds={self.max_rounds})"
+        )
+
+
+def _input(task: TaskInput) -> Any:
+    if isinstance(task, str):
+        return GraphState(messages=[Message.user(task)], data={"task": task})
+    if isinstance(task, Mapping) and "task" in task and not isinstance(task, GraphState):
+        text = str(task["task"])
+        return GraphState(messages=[Message.user(text)], data=dict(task))
+    return task
+
+
+def _with_result(event: RunFinished, result: SupervisorResult) -> RunFinished:
+    import dataclasses
+
+    return dataclasses.replace(event, result=result)
+
+
+def _explained(error: GraphRunError) -> GraphRunError:
+    """A run error, with the supervisor's own failures said plainly."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, SupervisorError):
+            return _supervisor_error(str(cause), error)
+        if isinstance(cause, AgentOutputError) and error.node is not None:
+            return _supervisor_error(
+                f"the supervisor's {error.node!r} answer did not validate, even after "
+                f"re-asking with the validation error: {cause}",
+                error,
+            )
+        cause = cause.__cause__
+    return error
+
+
+def _supervisor_error(message: str, error: GraphRunError) -> SupervisorError:
+    explained = SupervisorError(message, state=error.state, node=error.node, step=error.step)
+    explained.result = error.result
+    return explained
