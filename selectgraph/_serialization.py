@@ -25,6 +25,7 @@ import dataclasses
 import datetime as dt
 import math
 import reprlib
+import sys
 import types
 import typing
 import uuid
@@ -655,6 +656,21 @@ def schema_types(schema: Any) -> list[type]:
                     f"cannot read the field types of {hint.__qualname__}: {exc}"
                 ) from exc
     return [cls for cls in found if "<locals>" not in cls.__qualname__]
+
+
+def named_class(cls: type) -> type:
+    """The class ``cls``'s stored name restores: itself, or the class of that name it extends.
+
+    A model built at run time from a module-level one, under the same name (say, a
+    ``Plan`` whose ``agent`` field is narrowed to a team's names), is stored under
+    that name; the module-level class is what can be restored, and it accepts the
+    same fields. Anything else is its own name's class.
+    """
+    module = sys.modules.get(cls.__module__)
+    found = getattr(module, cls.__qualname__, None) if "." not in cls.__qualname__ else None
+    if isinstance(found, type) and found is not cls and issubclass(cls, found):
+        return found
+    return cls
 
 
 _LIBRARY_TYPES: list[type] = []

@@ -16,13 +16,23 @@ import selectgraph
 import selectgraph.agents
 import selectgraph.observe
 import selectgraph.providers
+import selectgraph.research
+import selectgraph.supervisor
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
 
 @pytest.mark.parametrize(
-    "module", [selectgraph, selectgraph.agents, selectgraph.providers, selectgraph.observe]
+    "module",
+    [
+        selectgraph,
+        selectgraph.agents,
+        selectgraph.providers,
+        selectgraph.observe,
+        selectgraph.supervisor,
+        selectgraph.research,
+    ],
 )
 def test_every_public_name_is_in_the_api_reference(module: object) -> None:
     reference = (DOCS / "api.md").read_text()
@@ -79,6 +89,7 @@ RUNNABLE_PAGES = [
     "howto/hitl.md",
     "howto/node-cache.md",
     "howto/parallel.md",
+    "howto/research.md",
     "howto/routing.md",
     "howto/streaming.md",
     "howto/subgraphs.md",
@@ -147,6 +158,13 @@ PRINTED = {
         "['answer']\n['plan', 'answer']",
     ],
     "howto/parallel.md": ["market on sodium batteries; science on sodium batteries"],
+    "howto/research.md": [
+        "['think', 'gap', 'decide', 'select', 'search', 'think', 'gap', 'decide', 'write']\n"
+        "['sun.md', 'tides.md']\n# What causes tides?",
+        "['plan', 'research', 'synthesize', 'assemble']\n1\n",
+        "section",
+        "done (end)\npaused 2\nend",
+    ],
     "howto/streaming.md": [
         "[writer] [local] reply to",
         "writer -> editor",

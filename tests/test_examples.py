@@ -22,6 +22,7 @@ EXPECTED = {
     "08_streaming.py": "done: 2 steps",
     "09_approval_workflow.py": "fact-check ran 1 time(s), in process 1: context.once kept it",
     "10_supervisor.py": "== MAGENTIC: end, 3 round(s)",
+    "11_deep_research.py": "## Sources\n\n[1] ",
 }
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from selectgraph._callables import callable_name
 from selectgraph._errors import Diagnostic, GraphBuildError
 from selectgraph._sentinels import END, EndType
-from selectgraph._serialization import StateSerializer
+from selectgraph._serialization import StateSerializer, named_class
 from selectgraph.graph._adapters import FunctionAdapter
 from selectgraph.graph._cache import CachingAdapter, serializer_for
 from selectgraph.graph._compiled import CompiledGraph
@@ -670,7 +670,7 @@ def _with_node_types(
     if not extra:
         return serializer
     allowed = serializer.allowing()
-    for cls in dict.fromkeys(extra):
+    for cls in dict.fromkeys(named_class(cls) for cls in extra):
         try:
             allowed.register_type(cls)
         except TypeError:

@@ -44,6 +44,7 @@ class Build:
     provider: Provider
     planner_model: str | None
     instructions: str
+    call_max_tokens: int | None
     max_rounds: int
     max_stalls: int
     member_history: int
@@ -59,6 +60,7 @@ class Build:
             output_schema=schema,
             # One re-ask with the validation error, then the run fails clearly.
             max_output_retries=1,
+            max_tokens=self.call_max_tokens,
         )
         return Agent(config, provider=self.provider)
 

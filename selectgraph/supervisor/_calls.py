@@ -9,7 +9,6 @@ context, so it can publish events such as ``SupervisorReplanned``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,31 +21,9 @@ from selectgraph.graph._nodes import NodeContext
 from selectgraph.graph._output import NodeOutput
 from selectgraph.graph._state import GraphState
 from selectgraph.graph._views import StateView
-from selectgraph.supervisor._schemas import (
-    BoolAnswer,
-    Plan,
-    PlanStep,
-    ProgressLedger,
-    RoundVerdict,
-    RouteDecision,
-    StepRecord,
-    TaskLedger,
-    TextAnswer,
-)
+from selectgraph.supervisor._schemas import PlanStep, StepRecord
 
 __all__ = ["Answer", "Prompt", "SupervisorCall", "plan_of", "steps_of"]
-
-STORED_ANSWERS: tuple[type[BaseModel], ...] = (
-    Plan,
-    PlanStep,
-    RoundVerdict,
-    RouteDecision,
-    TaskLedger,
-    ProgressLedger,
-    BoolAnswer,
-    TextAnswer,
-)
-"""The supervisor's answer models, as the state keeps them."""
 
 Prompt = Callable[[GraphState], str]
 """Builds the call's prompt from the state."""
@@ -79,26 +56,17 @@ class _SupervisorCallAdapter:
 
     def __init__(self, call: SupervisorCall, name: str) -> None:
         self._call = call
-        self._inner = AgentNode(call.agent, name, input_transform=call.prompt)
+        self.inner = AgentNode(call.agent, name, input_transform=call.prompt)
+        """The agent node that makes the call (its output schema is allowed in checkpoints)."""
 
     @property
     def description(self) -> str:
         return self._call.description
 
-    @property
-    def state_types(self) -> list[type]:
-        """The answers this node keeps in the state's history (for checkpoints)."""
-        return list(STORED_ANSWERS)
-
     async def __call__(self, state: StateView, context: NodeContext | None) -> NodeOutput:
         assert context is not None
-        output = await self._inner(state, context)
+        output = await self.inner(state, context)
         result = output.agent_result
-        if result.output is not None and type(result.output) not in STORED_ANSWERS:
-            # A plan model built for this team (its agent names an enum) is kept as the
-            # plain Plan, a class a checkpoint can name and restore.
-            result = dataclasses.replace(result, output=_stored(result.output))
-            output.agent_result = result
         parsed = result.output if result.output is not None else result.content
         decided = self._call.answer(parsed, state, context)
         if isinstance(decided, Directive):
@@ -107,13 +75,6 @@ class _SupervisorCallAdapter:
         else:
             output.update = dict(decided)
         return output
-
-
-def _stored(answer: BaseModel) -> BaseModel:
-    for base in type(answer).__mro__:
-        if base in STORED_ANSWERS:
-            return base.model_validate(answer.model_dump())
-    return answer
 
 
 def steps_of(state: GraphState) -> list[StepRecord]:

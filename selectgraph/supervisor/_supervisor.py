@@ -79,6 +79,7 @@ class SupervisorAgent:
         model_split: ModelSplit | None = None,
         max_stalls: int = 3,
         instructions: str = "",
+        call_max_tokens: int | None = None,
         name: str = "supervisor",
         observers: Sequence[Any] = (),
         max_total_tokens: int | None = None,
@@ -100,6 +101,8 @@ class SupervisorAgent:
             model_split: Which model plans and which one works.
             max_stalls: MAGENTIC: rounds without progress before the ledger is remade.
             instructions: Extra guidance for every supervisor call.
+            call_max_tokens: Tokens each supervisor answer may have (None: no limit);
+                an answer cut short is re-asked once, like any invalid answer.
             name: The supervised graph's name (traces, events, diagrams).
             observers: Told every event of every run.
             max_total_tokens: Token budget of a run (supervisor and members together).
@@ -157,6 +160,7 @@ class SupervisorAgent:
                 provider=self.provider,
                 planner_model=self.model_split.planner_model,
                 instructions=instructions,
+                call_max_tokens=call_max_tokens,
                 max_rounds=max_rounds,
                 max_stalls=max_stalls,
                 member_history=history or 2 * len(self.team.members),

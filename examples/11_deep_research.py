@@ -1,0 +1,70 @@
+"""Deep research over a folder of documents: an outline, parallel research loops, a cited report.
+
+Offline (no API key) the agents use the local provider: its answers are
+placeholders, but the searches are real, so the report quotes and cites documents
+of the example corpus. With OPENAI_API_KEY or ANTHROPIC_API_KEY set, the same code
+asks a real model (SELECTGRAPH_PROVIDER=llama runs a small real model offline).
+The live progress goes to stderr; the report to stdout (or --out).
+
+Run: python examples/11_deep_research.py "How do grid-scale batteries compare with pumped hydro?"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from rich.console import Console
+
+from selectgraph.research import (
+    DeepResearch,
+    LocalCorpusSearch,
+    ResearchBudget,
+    ResearchProgress,
+    ResearchResult,
+)
+
+CORPUS = Path(__file__).resolve().parent / "research_corpus"
+QUESTION = "How do grid-scale batteries compare with pumped hydro for long-duration storage?"
+
+
+async def research(args: argparse.Namespace) -> ResearchResult:
+    deep = DeepResearch(
+        tools=[LocalCorpusSearch(args.corpus)],
+        budget=ResearchBudget(
+            max_iterations=args.iterations, max_tokens=args.max_tokens, max_seconds=args.max_seconds
+        ),
+        max_sections=args.sections,
+    )
+    progress = ResearchProgress(Console(stderr=True), title="Deep research")
+    with progress:
+        return await deep.arun(args.question, observers=[progress])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("question", nargs="?", default=QUESTION)
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="a folder of .md/.txt files")
+    parser.add_argument("--sections", type=int, default=3, help="sections at most")
+    parser.add_argument("--iterations", type=int, default=3, help="research iterations a section")
+    parser.add_argument("--max-tokens", type=int, default=None, help="token budget of the run")
+    parser.add_argument("--max-seconds", type=float, default=None, help="time budget, seconds")
+    parser.add_argument("--out", type=Path, default=None, help="write the report here")
+    args = parser.parse_args()
+
+    result = asyncio.run(research(args))
+    if args.out is not None:
+        args.out.write_text(result.markdown)
+        print(f"report written to {args.out}")
+    else:
+        print(result.markdown)
+    usage = result.total_usage
+    print(
+        f"{len(result.sections)} section(s), {len(result.sources)} source(s), "
+        f"{usage.calls} model calls, {usage.total_tokens} tokens"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""The deep research graph (seed 003): outline, a research loop per section in parallel, synthesis.
+
+    plan --Scatter, one branch per section--> research (the iterative loop, a subgraph)
+                                                 ... joined in outline order ...
+                                              synthesize -> assemble -> END
+    (a failed outline: fallback_plan, one section; a failed synthesis: assemble without it)
+
+Each branch runs the iterative graph on its own subgraph state: its evidence,
+findings and conversation never meet another branch's. What a branch hands back
+is its section, appended to ``sections`` at the join in outline order. A section
+that fails is left out (``continue_others``) and the report says so; the
+synthesizer numbers every section's sources into one list.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import Field, create_model
+
+from selectgraph._sentinels import END
+from selectgraph.agents._agent import Agent
+from selectgraph.agents._config import AgentConfig
+from selectgraph.agents._result import AgentResult
+from selectgraph.graph._builder import AgentGraph
+from selectgraph.graph._parallel import Scatter
+from selectgraph.graph._state import LAST_OUTPUT, GraphState
+from selectgraph.research._iterative import LoopSettings, build_iterative_graph
+from selectgraph.research._prompts import INSTRUCTIONS, plan_prompt, synthesis_prompt
+from selectgraph.research._report import render_report
+from selectgraph.research._state import (
+    DeepState,
+    ReportPlan,
+    SectionPlan,
+    SectionReport,
+    Synthesis,
+)
+
+__all__ = ["build_deep_graph", "plan_of", "sections_of"]
+
+_BRANCH_INDEX = re.compile(r"\[(\d+)\]$")
+
+
+def plan_of(state: GraphState) -> ReportPlan | None:
+    """The outline, if the planner has written it."""
+    value = state.data.get("plan")
+    if value is None or isinstance(value, ReportPlan):
+        return value
+    return ReportPlan.model_validate(value)
+
+
+def sections_of(state: GraphState) -> list[SectionReport]:
+    """The sections written so far, in outline order."""
+    return [
+        s if isinstance(s, SectionReport) else SectionReport.model_validate(s)
+        for s in state.data.get("sections") or ()
+    ]
+
+
+def _plan_model(max_sections: int) -> type[ReportPlan]:
+    plan: type[ReportPlan] = create_model(
+        "ReportPlan",
+        __base__=ReportPlan,
+        sections=(
+            list[SectionPlan],
+            Field(min_length=1, max_length=max_sections, description="The sections, in order."),
+        ),
+    )
+    return plan
+
+
+def build_deep_graph(
+    settings: LoopSettings, *, max_sections: int = 4, name: str = "deep_research"
+) -> AgentGraph:
+    """The deep research graph as an AgentGraph over :class:`DeepState`."""
+    if max_sections < 1:
+        raise ValueError(f"max_sections must be >= 1, got {max_sections}")
+    loop = build_iterative_graph(settings, name="section_research")
+    budget = settings.budget
+
+    def agent(role: str, schema: Any) -> Agent:
+        config = AgentConfig(
+            name=role,
+            model=settings.model,
+            instructions=INSTRUCTIONS[role],
+            output_schema=schema,
+            max_output_retries=1,
+            max_tokens=settings.max_output_tokens,
+        )
+        return Agent(config, provider=settings.provider)
+
+    def plan_input(state: GraphState) -> str:
+        return plan_prompt(str(state.data.get("question", "")), max_sections)
+
+    def plan_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
+        plan = ReportPlan.model_validate(result.output.model_dump())
+        return {"plan": plan, "spent_tokens": _spent(state, result)}
+
+    def fan_out(state: GraphState) -> list[Scatter]:
+        plan = plan_of(state)
+        assert plan is not None  # the planner ran
+        share = budget.share(len(plan.sections))
+        question = str(state.data.get("question", ""))
+        return [
+            Scatter(
+                "research",
+                {
+                    "section_title": _title(section, index),
+                    # A section without a question (a model's slip) researches the report's.
+                    "section_question": section.key_question.strip()
+                    or section.title.strip()
+                    or question,
+                    "section_index": index,
+                    "section_tokens": share,
+                },
+            )
+            for index, section in enumerate(plan.sections)
+        ]
+
+    def synthesize_input(state: GraphState) -> str:
+        plan = plan_of(state)
+        title = plan.title if plan else ""
+        return synthesis_prompt(title, str(state.data.get("question", "")), sections_of(state))
+
+    def synthesize_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
+        synthesis = Synthesis.model_validate(result.output.model_dump())
+        return {"synthesis": synthesis, "spent_tokens": _spent(state, result)}
+
+    def fallback_plan(state: GraphState) -> dict[str, Any]:
+        """The planner failed: one section, the question itself."""
+        question = str(state.data.get("question", ""))
+        section = SectionPlan(title=question, key_question=question)
+        return {"plan": ReportPlan(title=question, sections=[section])}
+
+    def assemble(state: GraphState) -> dict[str, Any]:
+        """The report from the sections and the synthesis (or without one, if it failed)."""
+        plan = plan_of(state)
+        question = str(state.data.get("question", ""))
+        raw = state.data.get("synthesis")
+        synthesis = (
+            raw if isinstance(raw, Synthesis) or raw is None else Synthesis.model_validate(raw)
+        )
+        sections = sorted(sections_of(state), key=lambda s: s.index)
+        introduction = synthesis.introduction.strip() if synthesis else ""
+        rendered = render_report(
+            title=plan.title if plan and plan.title.strip() else question,
+            sections=sections,
+            introduction=introduction or _default_introduction(question, plan),
+            conclusion=synthesis.conclusion if synthesis else "",
+            missing=_missing(state, plan, sections),
+        )
+        return {
+            "markdown": rendered.markdown,
+            "sources": rendered.sources,
+            LAST_OUTPUT: rendered.markdown,
+        }
+
+    graph = AgentGraph(
+        name,
+        state_schema=DeepState,
+        description="deep research: outline, parallel section research, synthesis",
+    )
+    graph.add_node(
+        "plan",
+        agent("plan", _plan_model(max_sections)),
+        input_transform=plan_input,
+        output_transform=plan_output,
+    )
+    # A planner that fails to outline still gets a report: one section, the question.
+    graph.add_edge("plan", "fallback_plan", on="failure")
+    graph.add_node("fallback_plan", fallback_plan)
+    for source in ("plan", "fallback_plan"):
+        graph.add_conditional_edge(source, fan_out, failure_mode="continue_others")
+    graph.add_subgraph(
+        "research",
+        loop,
+        input_map={
+            "section_question": "question",
+            "section_title": "section",
+            "section_index": "section_index",
+            "section_tokens": "token_budget",
+            "question": "background",
+        },
+        output_map={"sections_out": "sections"},
+        next_node="synthesize",
+        description="one section's iterative research loop",
+    )
+    graph.add_node(
+        "synthesize",
+        agent("synthesize", Synthesis),
+        input_transform=synthesize_input,
+        output_transform=synthesize_output,
+        next_node="assemble",
+    )
+    graph.add_edge("synthesize", "assemble", on="failure")  # a report without its frame
+    graph.add_node("assemble", assemble, next_node=END)
+    graph.set_entry("plan")
+    return graph
+
+
+def _title(section: SectionPlan, index: int) -> str:
+    return section.title.strip() or f"Part {index + 1}"
+
+
+def _spent(state: GraphState, result: AgentResult) -> int:
+    return int(state.data.get("spent_tokens", 0)) + result.usage.total_tokens
+
+
+def _default_introduction(question: str, plan: ReportPlan | None) -> str:
+    if plan is None:
+        return ""
+    titles = ", ".join(_title(section, i) for i, section in enumerate(plan.sections))
+    return f"This report answers: {question} It covers {titles}."
+
+
+def _missing(
+    state: GraphState, plan: ReportPlan | None, sections: list[SectionReport]
+) -> list[str]:
+    """A note for each planned section no loop delivered, with its error when one is known."""
+    if plan is None:
+        return []
+    done = {section.index for section in sections}
+    errors: dict[int, str] = {}
+    for record in state.errors:
+        found = _BRANCH_INDEX.search(str(record.get("branch", "")))
+        if found and record.get("fan_out") == "plan":
+            error = str(record.get("error"))
+            # An engine error already says where and what ("node 'write' raised ...").
+            errors[int(found.group(1))] = (
+                error if error.startswith("node ") else f"{record.get('type')}: {error}"
+            )
+    return [
+        f"The section {_title(section, index)!r} could not be researched"
+        + (f" ({errors[index]})." if index in errors else ".")
+        for index, section in enumerate(plan.sections)
+        if index not in done
+    ]

@@ -1,0 +1,376 @@
+r"""The iterative research graph (seed 003): think, find the gaps, decide, search, and write.
+
+    think -> gap -> decide --(complete, or a budget says write)--> write -> END
+                       \--(another iteration)--> select -> search -> think
+    (a failed tool selection: default_tasks -> search; a failed gap analysis: decide)
+
+``decide`` is the decision node of seed 003: it ends the research when the gap
+analysis says it is complete (after at least one search), or when the iteration,
+token or time budget would not allow another iteration and the writing after
+it (see ``_budget.py``); the writer then writes from what was found, so a
+report is always produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from selectgraph._sentinels import END
+from selectgraph.agents._agent import Agent
+from selectgraph.agents._config import AgentConfig
+from selectgraph.agents._result import AgentResult
+from selectgraph.graph._builder import AgentGraph
+from selectgraph.graph._directives import Directive, goto
+from selectgraph.graph._nodes import NodeContext
+from selectgraph.graph._policies import ErrorPolicy
+from selectgraph.graph._state import LAST_OUTPUT, GraphState
+from selectgraph.providers._base import Provider
+from selectgraph.research._budget import ResearchBudget, budget_stop
+from selectgraph.research._prompts import (
+    INSTRUCTIONS,
+    gap_prompt,
+    select_prompt,
+    think_prompt,
+    write_prompt,
+)
+from selectgraph.research._report import render_report, section_report
+from selectgraph.research._search import SearchHit, SearchTool
+from selectgraph.research._state import (
+    Evidence,
+    Finding,
+    IterativeState,
+    KnowledgeGap,
+    Mark,
+    ToolSelection,
+    ToolTask,
+    tool_selection_model,
+)
+
+__all__ = ["LoopSettings", "build_iterative_graph", "shown_evidence", "spent"]
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopSettings:
+    """What an iterative research loop is built from."""
+
+    tools: Sequence[SearchTool]
+    provider: Provider | None = None
+    model: str | None = None
+    budget: ResearchBudget = field(default_factory=ResearchBudget)
+    results_per_search: int = 5
+    max_evidence: int = 15
+    """Passages the writer is shown (the first found)."""
+    max_output_tokens: int | None = None
+    """Tokens each prose answer (thinking, writing) may have; None: no limit."""
+
+
+def spent(state: GraphState, result: AgentResult) -> int:
+    """The loop's tokens after ``result``'s calls."""
+    return int(state.data.get("spent_tokens", 0)) + result.usage.total_tokens
+
+
+def shown_evidence(state: GraphState, limit: int) -> list[Evidence]:
+    """The evidence the writer is shown, numbered from 1 in this order."""
+    return [_evidence(e) for e in (state.data.get("evidence") or ())][:limit]
+
+
+def _evidence(value: Any) -> Evidence:
+    return value if isinstance(value, Evidence) else Evidence.model_validate(value)
+
+
+def _findings(state: GraphState) -> list[Finding]:
+    return [
+        f if isinstance(f, Finding) else Finding.model_validate(f)
+        for f in state.data.get("findings") or ()
+    ]
+
+
+def _marks(state: GraphState) -> list[Mark]:
+    return [
+        m if isinstance(m, Mark) else Mark.model_validate(m) for m in state.data.get("marks") or ()
+    ]
+
+
+def _topic(state: GraphState) -> tuple[str, str, str]:
+    data = state.data
+    return (
+        str(data.get("question", "")),
+        str(data.get("section", "")),
+        str(data.get("background", "")),
+    )
+
+
+def _agent(settings: LoopSettings, role: str, schema: Any = None) -> Agent:
+    config = AgentConfig(
+        name=role,
+        model=settings.model,
+        instructions=INSTRUCTIONS[role],
+        output_schema=schema,
+        max_output_retries=1,
+        # A structured answer cut short is invalid JSON: the limit is for prose only.
+        max_tokens=settings.max_output_tokens if schema is None else None,
+    )
+    return Agent(config, provider=settings.provider)
+
+
+def _check_tools(tools: Sequence[SearchTool]) -> dict[str, SearchTool]:
+    if not tools:
+        raise ValueError("research needs at least one search tool (e.g. LocalCorpusSearch(folder))")
+    by_name: dict[str, SearchTool] = {}
+    for tool in tools:
+        if not isinstance(tool, SearchTool):
+            raise TypeError(
+                f"{tool!r} is not a search tool: it needs a name, a description and "
+                "async search(query, *, limit)"
+            )
+        if not _TOOL_NAME.match(tool.name):
+            raise ValueError(f"tool name {tool.name!r} must be letters, digits, '_' or '-'")
+        if tool.name in by_name:
+            raise ValueError(f"two search tools are named {tool.name!r}")
+        by_name[tool.name] = tool
+    return by_name
+
+
+def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> AgentGraph:
+    """The iterative research loop as an AgentGraph over :class:`IterativeState`.
+
+    Raises:
+        ValueError: no tools, or tool names that are not plain names or repeat.
+        TypeError: a tool lacks the SearchTool shape.
+    """
+    tools = _check_tools(settings.tools)
+    budget = settings.budget
+    selection = tool_selection_model(list(tools))
+    about = {tool_name: tool.description for tool_name, tool in tools.items()}
+    limit = settings.max_evidence
+
+    graph = AgentGraph(
+        name,
+        state_schema=IterativeState,
+        # Each iteration is four nodes; the budget's iteration limit is what ends the loop.
+        max_steps=6 * (budget.max_iterations + 2),
+        description="iterative research: think, find gaps, search, write",
+    )
+
+    def think_input(state: GraphState) -> str:
+        question, section, background = _topic(state)
+        return think_prompt(
+            question,
+            section,
+            background,
+            state.data.get("gaps") or [],
+            _findings(state),
+            shown_evidence(state, 10_000),
+        )
+
+    def think_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
+        return {"thoughts": [result.content], "spent_tokens": spent(state, result)}
+
+    def gap_input(state: GraphState) -> str:
+        question, section, background = _topic(state)
+        return gap_prompt(
+            question, section, background, shown_evidence(state, limit), state.data["thoughts"]
+        )
+
+    def gap_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
+        answer = KnowledgeGap.model_validate(result.output)
+        gaps = [gap.strip() for gap in answer.outstanding_gaps if gap.strip()][:3]
+        # Nothing left to look for is complete too: a contradiction models make.
+        return {
+            "gaps": gaps,
+            "complete": answer.research_complete or not gaps,
+            "spent_tokens": spent(state, result),
+        }
+
+    def decide(state: GraphState, context: NodeContext) -> Directive:
+        iteration = int(state.data.get("iteration", 0))
+        tokens = int(state.data.get("spent_tokens", 0))
+        searched = bool(state.data.get("findings"))
+        mark = Mark(tokens=tokens, seconds=round(context.elapsed, 3))
+        reason: str | None
+        if state.data.get("complete") and searched:
+            reason = "complete"
+        else:
+            limit_tokens = state.data.get("token_budget")
+            reason = budget_stop(
+                budget,
+                iteration=iteration,
+                spent_tokens=tokens,
+                token_limit=budget.max_tokens if limit_tokens is None else int(limit_tokens),
+                elapsed=context.elapsed,
+                marks=[*_marks(state), mark],
+            )
+        context.emit_custom(
+            {
+                "research": "decision",
+                "section": state.data.get("section", ""),
+                "section_index": state.data.get("section_index", 0),
+                "iteration": iteration,
+                "gaps": list(state.data.get("gaps") or []),
+                "sources": len(state.data.get("evidence") or ()),
+                "tokens": tokens,
+                "next": "write" if reason else "search",
+                "reason": reason or "",
+            }
+        )
+        if reason is not None:
+            return goto("write", {"stop_reason": reason, "marks": [mark]})
+        return goto("select", {"iteration": iteration + 1, "marks": [mark]})
+
+    def select_input(state: GraphState) -> str:
+        question, section, background = _topic(state)
+        return select_prompt(
+            question,
+            section,
+            background,
+            state.data.get("gaps") or [],
+            about,
+            _findings(state),
+        )
+
+    def select_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
+        chosen = ToolSelection.model_validate(result.output.model_dump())
+        tasks = [ToolTask(gap=t.gap, tool=t.tool, query=t.query) for t in chosen.tasks]
+        return {"tasks": tasks, "spent_tokens": spent(state, result)}
+
+    async def search(state: GraphState, context: NodeContext) -> dict[str, Any]:
+        iteration = int(state.data.get("iteration", 0))
+        question = str(state.data.get("question", ""))
+        tasks = [
+            t if isinstance(t, ToolTask) else ToolTask.model_validate(t)
+            for t in state.data.get("tasks") or ()
+        ]
+        outcomes = await asyncio.gather(
+            *(_run_task(tools, task, question, settings.results_per_search) for task in tasks)
+        )
+        findings: list[Finding] = []
+        evidence: list[Evidence] = []
+        for task, (query, hits, error) in zip(tasks, outcomes, strict=True):
+            findings.append(
+                Finding(
+                    iteration=iteration,
+                    gap=task.gap,
+                    tool=task.tool,
+                    query=query,
+                    found=[hit.source_id for hit in hits],
+                    error=error,
+                )
+            )
+            evidence.extend(
+                Evidence(
+                    source_id=hit.source_id,
+                    title=hit.title,
+                    snippet=hit.snippet,
+                    url=hit.url,
+                    query=query,
+                    tool=task.tool,
+                    score=hit.score,
+                )
+                for hit in hits
+            )
+        known = {_evidence(e).source_id for e in state.data.get("evidence") or ()}
+        context.emit_custom(
+            {
+                "research": "search",
+                "section": state.data.get("section", ""),
+                "section_index": state.data.get("section_index", 0),
+                "iteration": iteration,
+                "queries": [f.query for f in findings],
+                "new_sources": len({e.source_id for e in evidence} - known),
+                "errors": [f.error for f in findings if f.error],
+            }
+        )
+        return {"findings": findings, "evidence": evidence}
+
+    def write_input(state: GraphState) -> str:
+        question, section, background = _topic(state)
+        return write_prompt(question, section, background, shown_evidence(state, limit))
+
+    def write_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
+        question, section, _ = _topic(state)
+        tokens = spent(state, result)
+        report = section_report(
+            title=section or question,
+            question=question,
+            text=result.content,
+            shown=shown_evidence(state, limit),
+            index=int(state.data.get("section_index", 0)),
+            iterations=int(state.data.get("iteration", 0)),
+            stop_reason=str(state.data.get("stop_reason", "")),
+            tokens=tokens,
+        )
+        markdown = render_report(title=question, sections=[report], single=True).markdown
+        return {
+            "report": report,
+            "sections_out": [report],
+            "markdown": markdown,
+            "spent_tokens": tokens,
+            LAST_OUTPUT: markdown,
+        }
+
+    def default_tasks(state: GraphState) -> dict[str, Any]:
+        """The selector failed: search each open gap (else the question) with the first tool."""
+        first = next(iter(tools))
+        gaps = list(state.data.get("gaps") or []) or [str(state.data.get("question", ""))]
+        return {"tasks": [ToolTask(gap=gap, tool=first, query=gap) for gap in gaps[:3]]}
+
+    # A model that fails to think or to answer in the schema costs the loop that
+    # step, not the report: thinking is skipped, a failed gap analysis leaves the
+    # gaps as they were, and a failed tool selection searches the gaps as written.
+    graph.add_node(
+        "think",
+        _agent(settings, "think"),
+        input_transform=think_input,
+        output_transform=think_output,
+        next_node="gap",
+        error_policy=ErrorPolicy.SKIP,
+    )
+    graph.add_node(
+        "gap",
+        _agent(settings, "gap", KnowledgeGap),
+        input_transform=gap_input,
+        output_transform=gap_output,
+        next_node="decide",
+    )
+    graph.add_edge("gap", "decide", on="failure")
+    graph.add_node("decide", decide, destinations=["select", "write"])
+    graph.add_node(
+        "select",
+        _agent(settings, "select", selection),
+        input_transform=select_input,
+        output_transform=select_output,
+        next_node="search",
+    )
+    graph.add_edge("select", "default_tasks", on="failure")
+    graph.add_node("default_tasks", default_tasks, next_node="search")
+    graph.add_node("search", search, next_node="think")
+    graph.add_node(
+        "write",
+        _agent(settings, "write"),
+        input_transform=write_input,
+        output_transform=write_output,
+        next_node=END,
+    )
+    graph.set_entry("think")
+    return graph
+
+
+async def _run_task(
+    tools: Mapping[str, SearchTool], task: ToolTask, question: str, limit: int
+) -> tuple[str, list[SearchHit], str | None]:
+    """Run one search; a failure is returned, not raised, so the other searches count."""
+    query = task.query.strip() or task.gap.strip() or question
+    tool = tools.get(task.tool)
+    if tool is None:
+        return query, [], f"no tool named {task.tool!r}; tools: {', '.join(tools)}"
+    try:
+        hits = await tool.search(query, limit=limit)
+    except Exception as error:  # a tool's failure is evidence of nothing, not a crash
+        return query, [], f"{type(error).__name__}: {error}"
+    return query, list(hits), None

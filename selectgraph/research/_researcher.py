@@ -1,0 +1,181 @@
+"""DeepResearch and IterativeResearch: the research graphs, ready to run, and their results."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Unpack
+
+from selectgraph.graph._builder import AgentGraph
+from selectgraph.graph._compiled import RunOptions, StreamOptions
+from selectgraph.graph._result import GraphResult
+from selectgraph.providers._base import Provider
+from selectgraph.research._budget import ResearchBudget
+from selectgraph.research._deep import build_deep_graph
+from selectgraph.research._iterative import LoopSettings, build_iterative_graph
+from selectgraph.research._search import SearchTool
+from selectgraph.research._state import Evidence, SectionReport
+
+__all__ = ["DeepResearch", "IterativeResearch", "ResearchResult"]
+
+_FIELDS = tuple(f.name for f in fields(GraphResult))
+
+
+@dataclass(slots=True, kw_only=True)
+class ResearchResult(GraphResult):
+    """A research run's result: the report, its sources and sections, and the run itself."""
+
+    @property
+    def markdown(self) -> str:
+        """The report as Markdown (also ``content``)."""
+        return str(self.state.data.get("markdown", ""))
+
+    @property
+    def sections(self) -> list[SectionReport]:
+        """Each section as its loop wrote it, in outline order."""
+        raw = self.state.data.get("sections")
+        if raw is None:
+            report = self.state.data.get("report")
+            raw = [] if report is None else [report]
+        found = [
+            s if isinstance(s, SectionReport) else SectionReport.model_validate(s) for s in raw
+        ]
+        return sorted(found, key=lambda s: s.index)
+
+    @property
+    def sources(self) -> list[Evidence]:
+        """The sources the report cites: ``sources[n - 1]`` is ``[n]``."""
+        raw = self.state.data.get("sources")
+        if raw is None:  # a single loop: its section's sources, as rendered
+            sections = self.sections
+            raw = sections[0].sources if sections else []
+        return [e if isinstance(e, Evidence) else Evidence.model_validate(e) for e in raw]
+
+    @classmethod
+    def wrap(cls, result: GraphResult) -> ResearchResult:
+        """The research view of a research graph's result."""
+        return cls(**{name: getattr(result, name) for name in _FIELDS})
+
+
+class _Research:
+    graph: AgentGraph
+
+    def _input(self, question: str | None) -> Any:
+        return None if question is None else {"question": question}
+
+    def run(self, question: str | None = None, **options: Unpack[RunOptions]) -> ResearchResult:
+        """Research ``question`` and return the report (blocking)."""
+        return ResearchResult.wrap(self.graph.run(self._input(question), **options))
+
+    async def arun(
+        self, question: str | None = None, **options: Unpack[RunOptions]
+    ) -> ResearchResult:
+        """Research ``question`` and return the report."""
+        return ResearchResult.wrap(await self.graph.arun(self._input(question), **options))
+
+    async def astream(
+        self, question: str | None = None, **options: Unpack[StreamOptions]
+    ) -> AsyncIterator[Any]:
+        """Research ``question``, yielding the run's events (see ``AgentGraph.astream``).
+
+        Research progress arrives as CustomEvents whose ``data["research"]`` is
+        ``"decision"`` (an iteration's verdict) or ``"search"`` (its queries).
+        """
+        async for item in self.graph.astream(self._input(question), **options):
+            yield item
+
+
+class IterativeResearch(_Research):
+    r"""One research loop: think, find gaps, search, until done or out of budget; then write.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from selectgraph.providers import LocalProvider
+        >>> from selectgraph.research import IterativeResearch, LocalCorpusSearch
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (folder / "tides.md").write_text("# Tides\nThe moon pulls the oceans.")
+        >>> tools = [LocalCorpusSearch(folder)]
+        >>> research = IterativeResearch(tools=tools, provider=LocalProvider())
+        >>> result = research.run("What causes tides?")
+        >>> [source.source_id for source in result.sources]
+        ['tides.md']
+    """
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[SearchTool],
+        provider: Provider | None = None,
+        model: str | None = None,
+        budget: ResearchBudget | None = None,
+        results_per_search: int = 5,
+        max_evidence: int = 15,
+        max_output_tokens: int | None = None,
+        name: str = "research",
+    ) -> None:
+        """Build the loop.
+
+        Args:
+            tools: The search tools the loop may use (at least one).
+            provider: Who answers the agents (default: the offline-aware default provider).
+            model: The model every agent asks (default: the provider's).
+            budget: Iterations, tokens and time; the writer always gets to write.
+            results_per_search: Hits each search returns.
+            max_evidence: Passages the writer is shown.
+            max_output_tokens: Tokens each model answer may have (None: no limit).
+            name: The graph's name.
+        """
+        self.settings = LoopSettings(
+            tools=tuple(tools),
+            provider=provider,
+            model=model,
+            budget=budget or ResearchBudget(),
+            results_per_search=results_per_search,
+            max_evidence=max_evidence,
+            max_output_tokens=max_output_tokens,
+        )
+        self.graph = build_iterative_graph(self.settings, name=name)
+        """The loop's AgentGraph."""
+
+
+class DeepResearch(_Research):
+    """Deep research: an outline, one research loop per section in parallel, a synthesis."""
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[SearchTool],
+        provider: Provider | None = None,
+        model: str | None = None,
+        budget: ResearchBudget | None = None,
+        max_sections: int = 4,
+        results_per_search: int = 5,
+        max_evidence: int = 15,
+        max_output_tokens: int | None = None,
+        name: str = "deep_research",
+    ) -> None:
+        """Build the graph.
+
+        Args:
+            tools: The search tools the loops may use (at least one).
+            provider: Who answers the agents (default: the offline-aware default provider).
+            model: The model every agent asks (default: the provider's).
+            budget: Iterations per section; tokens and time for the whole run, the
+                tokens shared equally among the sections after the synthesis reserve.
+            max_sections: Sections the outline may have.
+            results_per_search: Hits each search returns.
+            max_evidence: Passages each section's writer is shown.
+            max_output_tokens: Tokens each model answer may have (None: no limit).
+            name: The graph's name.
+        """
+        self.settings = LoopSettings(
+            tools=tuple(tools),
+            provider=provider,
+            model=model,
+            budget=budget or ResearchBudget(),
+            results_per_search=results_per_search,
+            max_evidence=max_evidence,
+            max_output_tokens=max_output_tokens,
+        )
+        self.graph = build_deep_graph(self.settings, max_sections=max_sections, name=name)
+        """The deep-research AgentGraph."""
