@@ -661,16 +661,32 @@ def schema_types(schema: Any) -> list[type]:
 def named_class(cls: type) -> type:
     """The class ``cls``'s stored name restores: itself, or the class of that name it extends.
 
-    A model built at run time from a module-level one, under the same name (say, a
-    ``Plan`` whose ``agent`` field is narrowed to a team's names), is stored under
-    that name; the module-level class is what can be restored, and it accepts the
-    same fields. Anything else is its own name's class.
+    A model built at run time from a module-level one, in its module and under its
+    name (say, a ``Plan`` whose ``agent`` field is narrowed to a team's names), is
+    stored under that name; the module-level class is what can be restored. Only a
+    class with the same fields is taken for it (narrowed types, never added or
+    removed fields), so nothing stored is lost on restore. Anything else is its
+    own name's class.
     """
     module = sys.modules.get(cls.__module__)
     found = getattr(module, cls.__qualname__, None) if "." not in cls.__qualname__ else None
-    if isinstance(found, type) and found is not cls and issubclass(cls, found):
+    if (
+        isinstance(found, type)
+        and found is not cls
+        and issubclass(cls, found)
+        and found.__module__ == cls.__module__
+        and _fields_of(found) == _fields_of(cls)
+    ):
         return found
     return cls
+
+
+def _fields_of(cls: type) -> frozenset[str] | None:
+    if issubclass(cls, BaseModel):
+        return frozenset(cls.model_fields)
+    if dataclasses.is_dataclass(cls):
+        return frozenset(f.name for f in dataclasses.fields(cls))
+    return None
 
 
 _LIBRARY_TYPES: list[type] = []

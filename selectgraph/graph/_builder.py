@@ -353,12 +353,7 @@ class AgentGraph:
             TypeError: ``node`` cannot be a node, or options do not apply to it.
         """
         reject_class(name, node)
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
-            raise ValueError(
-                f"node {name!r}: timeout must be a number of seconds > 0, got {timeout!r}"
-            )
+        _check_timeout(name, timeout)
         if cache is not None:
             if not isinstance(cache, CachePolicy):
                 raise TypeError(
@@ -476,6 +471,7 @@ class AgentGraph:
         error_policy: ErrorPolicy | None = None,
         retry: RetryPolicy | None = None,
         description: str | None = None,
+        timeout: float | None = None,
     ) -> Self:
         """Add ``graph`` as one node behind an explicit state boundary.
 
@@ -497,7 +493,10 @@ class AgentGraph:
             error_policy: Overrides the graph's error policy.
             retry: Overrides the graph's retry policy.
             description: Shown in diagrams.
+            timeout: Seconds the subgraph may run; past them the node fails with
+                NodeTimeout, through its error policy.
         """
+        _check_timeout(name, timeout)
         if not isinstance(graph, AgentGraph | CompiledGraph):
             raise TypeError(f"add_subgraph({name!r}, ...) needs an AgentGraph, got {graph!r}")
         self._declare(
@@ -515,6 +514,7 @@ class AgentGraph:
                 error_policy=error_policy,
                 retry=retry,
                 description=description or f"subgraph {graph.name}",
+                timeout=timeout,
             ),
             next_node,
         )
@@ -898,6 +898,13 @@ class AgentGraph:
 
     def __repr__(self) -> str:
         return f"AgentGraph(name={self.name!r}, nodes={list(self._nodes)}, entry={self._entry!r})"
+
+
+def _check_timeout(name: str, timeout: float | None) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise ValueError(f"node {name!r}: timeout must be a number of seconds > 0, got {timeout!r}")
 
 
 def _names(what: str, names: Iterable[str]) -> frozenset[str]:

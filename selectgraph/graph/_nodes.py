@@ -102,6 +102,16 @@ class NodeContext:
         return runtime.usage if runtime is not None else Usage()
 
     @property
+    def run_usage(self) -> Usage:
+        """The model usage of this graph's own run so far, failed calls included.
+
+        In a subgraph it is the subgraph's run only (``usage`` is the whole run's),
+        so a loop running as one branch of a fan-out can budget itself.
+        """
+        runtime = self.runtime
+        return runtime.usage if runtime is not None else Usage()
+
+    @property
     def elapsed(self) -> float:
         """Seconds since the run started."""
         from selectgraph.runtime._control import current_control

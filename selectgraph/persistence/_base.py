@@ -132,6 +132,9 @@ class BlockingStore(ABC):
     def _head(self, run_id: str) -> Checkpoint | None: ...
 
     @abstractmethod
+    def _list_runs(self, limit: int | None) -> builtins.list[str]: ...
+
+    @abstractmethod
     def _put_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: builtins.list[Any]
     ) -> None: ...
@@ -180,6 +183,11 @@ class BlockingStore(ABC):
     def head(self, run_id: str) -> Checkpoint | None:
         """See :meth:`CheckpointStore.ahead`."""
         return self._head(run_id)
+
+    def runs(self, *, limit: int | None = None) -> builtins.list[str]:
+        """See :meth:`CheckpointStore.aruns`."""
+        check_list_args(limit)
+        return self._list_runs(limit)
 
     def put_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: Sequence[Any]
@@ -246,6 +254,10 @@ class BlockingStore(ABC):
     async def ahead(self, run_id: str) -> Checkpoint | None:
         """See :meth:`CheckpointStore.ahead`."""
         return await self._run(self.head, run_id)
+
+    async def aruns(self, *, limit: int | None = None) -> builtins.list[str]:
+        """See :meth:`CheckpointStore.aruns`."""
+        return await self._run(self.runs, limit=limit)
 
     async def aput_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: Sequence[Any]

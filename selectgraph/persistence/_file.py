@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import os
@@ -290,6 +291,58 @@ class FileCheckpointStore(BlockingStore):
             checkpoint = self._read(run_dir, version, "")
             if checkpoint is not None:
                 return checkpoint
+        return None
+
+    def _list_runs(self, limit: int | None) -> builtins.list[str]:
+        heads: builtins.list[tuple[dt.datetime, str]] = []
+        for name in sorted(os.listdir(self.directory / "runs")):
+            head = self._newest(self.directory / "runs" / name)
+            if head is not None:
+                heads.append((head.created_at, head.run_id))
+        # Newest head first; runs whose heads were made at the same time in run id order.
+        heads.sort(key=lambda head: head[1])
+        heads.sort(key=lambda head: head[0], reverse=True)
+        return [run_id for _, run_id in heads[:limit]]
+
+    def _newest(self, run_dir: Path) -> Checkpoint | None:
+        """The latest checkpoint in a run directory, its run id checked against HEAD; or None.
+
+        None when the directory holds no committed checkpoint (a deleted run, a
+        first save that crashed before HEAD, or not a run directory at all).
+        """
+        head = run_dir / "HEAD"
+        try:
+            raw = head.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            run_id = json.loads(raw)["run_id"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointDecodeError(
+                "<head>", "run_id", f"malformed HEAD: {exc}", location=str(head)
+            ) from exc
+        if type(run_id) is not str or self._run_dir(run_id) != run_dir:
+            # The directory's name is a key made from the run id: HEAD must name that run.
+            raise CheckpointDecodeError(
+                "<head>", "run_id", f"HEAD names another run: {run_id!r}", location=str(head)
+            )
+        for version in reversed(self._versions(run_dir)):
+            path = self._record_path(run_dir, version)
+            try:
+                record = path.read_bytes()
+            except FileNotFoundError:  # deleted since the directory was listed
+                continue
+            checkpoint = decode_record(
+                record, f"<version {version} of run {run_id!r}>", location=str(path)
+            )
+            if checkpoint.run_id != run_id:
+                raise CheckpointDecodeError(
+                    checkpoint.checkpoint_id,
+                    "run_id",
+                    f"a checkpoint of run {checkpoint.run_id!r} in run {run_id!r}",
+                    location=str(path),
+                )
+            return checkpoint
         return None
 
     def _put_writes(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import datetime as dt
 import threading
 from typing import Any
 
@@ -48,6 +49,7 @@ class InMemoryCheckpointStore(BlockingStore):
         self._lock = threading.RLock()
         self._records: dict[str, bytes] = {}
         self._owner: dict[str, tuple[str, int]] = {}  # checkpoint id -> (run id, version)
+        self._created: dict[str, dt.datetime] = {}  # checkpoint id -> its created_at
         self._runs: dict[str, _Run] = {}
         self._writes: dict[str, dict[str, bytes]] = {}
 
@@ -73,6 +75,7 @@ class InMemoryCheckpointStore(BlockingStore):
             run.ids[checkpoint.version] = checkpoint.checkpoint_id
             self._records[checkpoint.checkpoint_id] = record
             self._owner[checkpoint.checkpoint_id] = (checkpoint.run_id, checkpoint.version)
+            self._created[checkpoint.checkpoint_id] = checkpoint.created_at
 
     def _load(self, checkpoint_id: str) -> Checkpoint:
         with self._lock:
@@ -123,6 +126,7 @@ class InMemoryCheckpointStore(BlockingStore):
             for child in rewritten:
                 self._records[child.checkpoint_id] = encode_record(child)
             del self._records[checkpoint_id], self._owner[checkpoint_id]
+            del self._created[checkpoint_id]
             self._writes.pop(checkpoint_id, None)
             del run.ids[owner[1]]
             return True
@@ -133,7 +137,7 @@ class InMemoryCheckpointStore(BlockingStore):
             if run is None:
                 return 0
             for cid in run.ids.values():
-                del self._records[cid], self._owner[cid]
+                del self._records[cid], self._owner[cid], self._created[cid]
                 self._writes.pop(cid, None)
             return len(run.ids)
 
@@ -144,6 +148,18 @@ class InMemoryCheckpointStore(BlockingStore):
                 return None
             latest = run.ids[max(run.ids)]
         return self._load(latest)
+
+    def _list_runs(self, limit: int | None) -> builtins.list[str]:
+        with self._lock:
+            heads = [
+                (self._created[run.ids[max(run.ids)]], run_id)
+                for run_id, run in self._runs.items()
+                if run.ids
+            ]
+        # Newest head first; runs whose heads were made at the same time in run id order.
+        heads.sort(key=lambda head: head[1])
+        heads.sort(key=lambda head: head[0], reverse=True)
+        return [run_id for _, run_id in heads[:limit]]
 
     def _put_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: builtins.list[Any]

@@ -107,6 +107,13 @@ _QUERIES: Final = {
     "delete": "DELETE FROM {schema}.checkpoints WHERE checkpoint_id = %s",
     "count_run": "SELECT count(*) FROM {schema}.checkpoints WHERE run_id = %s",
     "delete_run": "DELETE FROM {schema}.runs WHERE run_id = %s",
+    # Runs with checkpoints, by their head's created_at, newest first; ties in code point order.
+    "runs": (
+        "SELECT r.run_id FROM {schema}.runs r CROSS JOIN LATERAL ("
+        "SELECT h.created_at FROM {schema}.checkpoints h WHERE h.run_id = r.run_id "
+        "ORDER BY h.version DESC LIMIT 1) c "
+        'ORDER BY c.created_at DESC, r.run_id COLLATE "C"'
+    ),
     "put_writes": (
         "INSERT INTO {schema}.writes (checkpoint_id, task_id, body) VALUES (%s, %s, %s) "
         "ON CONFLICT (checkpoint_id, task_id) DO UPDATE SET body = EXCLUDED.body"
@@ -397,6 +404,16 @@ class PostgresCheckpointStore:
             row = await cursor.fetchone()
             return (await self._rows(conn, [row]))[0] if row is not None else None
 
+    async def _list_runs(self, limit: int | None) -> builtins.list[str]:
+        query = self._q["runs"]
+        params: builtins.list[Any] = []
+        if limit is not None:
+            query += " LIMIT %s"
+            params.append(limit)
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(query, params)
+            return [row[0] for row in await cursor.fetchall()]
+
     async def _put_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: builtins.list[Any]
     ) -> None:
@@ -452,6 +469,11 @@ class PostgresCheckpointStore:
         """See :meth:`CheckpointStore.ahead`."""
         return await self._portal.acall(self._head(run_id))
 
+    async def aruns(self, *, limit: int | None = None) -> builtins.list[str]:
+        """See :meth:`CheckpointStore.aruns`."""
+        check_list_args(limit)
+        return await self._portal.acall(self._list_runs(limit))
+
     async def aput_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: Sequence[Any]
     ) -> None:
@@ -504,6 +526,11 @@ class PostgresCheckpointStore:
     def head(self, run_id: str) -> Checkpoint | None:
         """See :meth:`CheckpointStore.ahead`."""
         return self._portal.call(self._head(run_id))
+
+    def runs(self, *, limit: int | None = None) -> builtins.list[str]:
+        """See :meth:`CheckpointStore.aruns`."""
+        check_list_args(limit)
+        return self._portal.call(self._list_runs(limit))
 
     def put_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: Sequence[Any]

@@ -99,6 +99,22 @@ class CheckpointStore(Protocol):
         """The run's latest checkpoint, or None when it has none."""
         ...
 
+    async def aruns(self, *, limit: int | None = None) -> builtins.list[str]:
+        """The ids of the runs that have checkpoints in this store, the most recently written first.
+
+        A run's place is that of its head (its latest checkpoint): newest
+        ``created_at`` first, runs whose heads were made at the same time in
+        run id order. A run whose checkpoints were all deleted is not listed.
+
+        Args:
+            limit: At most this many (None: all).
+
+        Raises:
+            ValueError: ``limit`` is not an int >= 0 or None.
+            CheckpointDecodeError: a stored record the order is read from is malformed.
+        """
+        ...
+
     async def aput_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: Sequence[Any]
     ) -> None:
@@ -152,6 +168,10 @@ class CheckpointStore(Protocol):
 
     def head(self, run_id: str) -> Checkpoint | None:
         """Sync twin of :meth:`ahead`."""
+        ...
+
+    def runs(self, *, limit: int | None = None) -> builtins.list[str]:
+        """Sync twin of :meth:`aruns`."""
         ...
 
     def put_writes(

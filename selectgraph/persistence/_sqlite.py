@@ -110,6 +110,13 @@ FROM chain JOIN checkpoints c ON c.id = chain.id JOIN runs r ON r.run_key = c.ru
 ORDER BY chain.depth DESC
 """
 
+_RUNS: Final = """
+SELECT r.run_id FROM runs r JOIN checkpoints c ON c.id = (
+    SELECT h.id FROM checkpoints h WHERE h.run_key = r.run_key ORDER BY h.version DESC LIMIT 1)
+ORDER BY coalesce(c.created_at, id_micros(c.checkpoint_id)) DESC, r.run_id
+"""
+"""Runs with checkpoints, newest head ``created_at`` (NULL: the time in its id) first."""
+
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -122,6 +129,12 @@ def micros(created_at: dt.datetime) -> int:
     """Microseconds since the epoch: exact, unlike a float timestamp."""
     delta = created_at - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def id_micros(checkpoint_id: str) -> int | None:
+    """:func:`micros` of the time in a checkpoint id (what a NULL ``created_at`` stands for)."""
+    created = id_time(checkpoint_id)
+    return None if created is None else micros(created)
 
 
 class SQLiteCheckpointStore(BlockingStore):
@@ -150,6 +163,7 @@ class SQLiteCheckpointStore(BlockingStore):
             self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.create_function("id_hash", 1, id_hash, deterministic=True)
+            self._conn.create_function("id_micros", 1, id_micros, deterministic=True)
             self._migrate()
         except BaseException:
             self._conn.close()
@@ -381,6 +395,15 @@ class SQLiteCheckpointStore(BlockingStore):
                 _SELECT + "WHERE r.run_id = ? ORDER BY c.version DESC LIMIT 1", (run_id,)
             ).fetchone()
             return self._rows(self._conn, [row])[0] if row is not None else None
+
+    def _list_runs(self, limit: int | None) -> builtins.list[str]:
+        sql = _RUNS
+        params: builtins.list[Any] = []
+        if limit is not None:
+            sql += "LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            return [row[0] for row in self._conn.execute(sql, params)]
 
     def _put_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: builtins.list[Any]

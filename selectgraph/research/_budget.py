@@ -48,11 +48,15 @@ class ResearchBudget:
             if value is not None and value <= 0:
                 raise ValueError(f"ResearchBudget.{name} must be > 0 or None, got {value}")
 
-    def share(self, parts: int) -> int | None:
-        """Tokens each of ``parts`` parallel loops may spend, after the synthesis reserve."""
+    def share(self, parts: int, spent: int = 0) -> int | None:
+        """Tokens each of ``parts`` parallel loops may spend.
+
+        What is left of ``max_tokens`` after the ``spent`` tokens (the outline) and
+        the synthesis reserve, split equally.
+        """
         if self.max_tokens is None:
             return None
-        return max(0, (self.max_tokens - self.reserve_tokens) // max(1, parts))
+        return max(0, (self.max_tokens - spent - self.reserve_tokens) // max(1, parts))
 
 
 def budget_stop(
@@ -63,11 +67,13 @@ def budget_stop(
     token_limit: int | None,
     elapsed: float,
     marks: Sequence[Mark],
+    reserve_seconds: float | None = None,
 ) -> str | None:
     """Why the loop must write now (``max_iterations``, ``token_budget``, ``time_budget``).
 
     ``None`` when another iteration fits. ``marks`` are the measurements taken at
-    each earlier decision, the latest last.
+    each earlier decision, the latest last. ``reserve_seconds`` overrides the budget's
+    (a deep run's loops keep time for the synthesis too).
     """
     if iteration >= budget.max_iterations:
         return "max_iterations"
@@ -78,6 +84,7 @@ def budget_stop(
             return "token_budget"
     if budget.max_seconds is not None:
         seconds = max((b.seconds - a.seconds for a, b in steps), default=budget.iteration_seconds)
-        if elapsed + seconds + budget.reserve_seconds > budget.max_seconds:
+        reserve = budget.reserve_seconds if reserve_seconds is None else reserve_seconds
+        if elapsed + seconds + reserve > budget.max_seconds:
             return "time_budget"
     return None

@@ -19,15 +19,16 @@ from typing import Any
 
 from pydantic import Field, create_model
 
+from selectgraph._models import as_models
 from selectgraph._sentinels import END
-from selectgraph.agents._agent import Agent
-from selectgraph.agents._config import AgentConfig
 from selectgraph.agents._result import AgentResult
 from selectgraph.graph._builder import AgentGraph
+from selectgraph.graph._nodes import NodeContext
 from selectgraph.graph._parallel import Scatter
+from selectgraph.graph._policies import ErrorPolicy
 from selectgraph.graph._state import LAST_OUTPUT, GraphState
-from selectgraph.research._iterative import LoopSettings, build_iterative_graph
-from selectgraph.research._prompts import INSTRUCTIONS, plan_prompt, synthesis_prompt
+from selectgraph.research._iterative import LoopSettings, build_iterative_graph, research_agent
+from selectgraph.research._prompts import plan_prompt, synthesis_prompt
 from selectgraph.research._report import render_report
 from selectgraph.research._state import (
     DeepState,
@@ -45,23 +46,19 @@ _BRANCH_INDEX = re.compile(r"\[(\d+)\]$")
 def plan_of(state: GraphState) -> ReportPlan | None:
     """The outline, if the planner has written it."""
     value = state.data.get("plan")
-    if value is None or isinstance(value, ReportPlan):
-        return value
-    return ReportPlan.model_validate(value)
+    return None if value is None else as_models([value], ReportPlan)[0]
 
 
 def sections_of(state: GraphState) -> list[SectionReport]:
     """The sections written so far, in outline order."""
-    return [
-        s if isinstance(s, SectionReport) else SectionReport.model_validate(s)
-        for s in state.data.get("sections") or ()
-    ]
+    return as_models(state.data.get("sections"), SectionReport)
 
 
 def _plan_model(max_sections: int) -> type[ReportPlan]:
     plan: type[ReportPlan] = create_model(
         "ReportPlan",
         __base__=ReportPlan,
+        __module__=ReportPlan.__module__,  # stored under ReportPlan's name, restored as it
         sections=(
             list[SectionPlan],
             Field(min_length=1, max_length=max_sections, description="The sections, in order."),
@@ -71,37 +68,44 @@ def _plan_model(max_sections: int) -> type[ReportPlan]:
 
 
 def build_deep_graph(
-    settings: LoopSettings, *, max_sections: int = 4, name: str = "deep_research"
+    settings: LoopSettings,
+    *,
+    max_sections: int = 4,
+    section_timeout: float | None = None,
+    name: str = "deep_research",
 ) -> AgentGraph:
-    """The deep research graph as an AgentGraph over :class:`DeepState`."""
+    """The deep research graph as an AgentGraph over :class:`DeepState`.
+
+    Args:
+        settings: The loops' tools, model and budget.
+        max_sections: Sections the outline may have.
+        section_timeout: Seconds a section may take; a slower one is left out.
+        name: The graph's name.
+    """
     if max_sections < 1:
         raise ValueError(f"max_sections must be >= 1, got {max_sections}")
     loop = build_iterative_graph(settings, name="section_research")
     budget = settings.budget
-
-    def agent(role: str, schema: Any) -> Agent:
-        config = AgentConfig(
-            name=role,
-            model=settings.model,
-            instructions=INSTRUCTIONS[role],
-            output_schema=schema,
-            max_output_retries=1,
-            max_tokens=settings.max_output_tokens,
-        )
-        return Agent(config, provider=settings.provider)
 
     def plan_input(state: GraphState) -> str:
         return plan_prompt(str(state.data.get("question", "")), max_sections)
 
     def plan_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
         plan = ReportPlan.model_validate(result.output.model_dump())
-        return {"plan": plan, "spent_tokens": _spent(state, result)}
+        # Each section's share of what is left after the outline (re-asks included).
+        return {
+            "plan": plan,
+            "section_tokens": budget.share(len(plan.sections), result.usage.total_tokens),
+        }
 
     def fan_out(state: GraphState) -> list[Scatter]:
         plan = plan_of(state)
-        assert plan is not None  # the planner ran
-        share = budget.share(len(plan.sections))
+        if plan is None:  # cannot happen: both ways here write one
+            raise RuntimeError("no outline to research")
+        share = state.data.get("section_tokens")
         question = str(state.data.get("question", ""))
+        # The loops keep time for their writer and for the synthesis after them.
+        time_reserve = 2 * budget.reserve_seconds
         return [
             Scatter(
                 "research",
@@ -113,6 +117,7 @@ def build_deep_graph(
                     or question,
                     "section_index": index,
                     "section_tokens": share,
+                    "time_reserve": time_reserve,
                 },
             )
             for index, section in enumerate(plan.sections)
@@ -124,23 +129,23 @@ def build_deep_graph(
         return synthesis_prompt(title, str(state.data.get("question", "")), sections_of(state))
 
     def synthesize_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
-        synthesis = Synthesis.model_validate(result.output.model_dump())
-        return {"synthesis": synthesis, "spent_tokens": _spent(state, result)}
+        return {"synthesis": Synthesis.model_validate(result.output.model_dump())}
 
-    def fallback_plan(state: GraphState) -> dict[str, Any]:
+    def fallback_plan(state: GraphState, context: NodeContext) -> dict[str, Any]:
         """The planner failed: one section, the question itself."""
         question = str(state.data.get("question", ""))
         section = SectionPlan(title=question, key_question=question)
-        return {"plan": ReportPlan(title=question, sections=[section])}
+        return {
+            "plan": ReportPlan(title=question, sections=[section]),
+            "section_tokens": budget.share(1, context.run_usage.total_tokens),
+        }
 
     def assemble(state: GraphState) -> dict[str, Any]:
         """The report from the sections and the synthesis (or without one, if it failed)."""
         plan = plan_of(state)
         question = str(state.data.get("question", ""))
         raw = state.data.get("synthesis")
-        synthesis = (
-            raw if isinstance(raw, Synthesis) or raw is None else Synthesis.model_validate(raw)
-        )
+        synthesis = None if raw is None else as_models([raw], Synthesis)[0]
         sections = sorted(sections_of(state), key=lambda s: s.index)
         introduction = synthesis.introduction.strip() if synthesis else ""
         rendered = render_report(
@@ -163,7 +168,7 @@ def build_deep_graph(
     )
     graph.add_node(
         "plan",
-        agent("plan", _plan_model(max_sections)),
+        research_agent(settings, "plan", _plan_model(max_sections)),
         input_transform=plan_input,
         output_transform=plan_output,
     )
@@ -172,6 +177,8 @@ def build_deep_graph(
     graph.add_node("fallback_plan", fallback_plan)
     for source in ("plan", "fallback_plan"):
         graph.add_conditional_edge(source, fan_out, failure_mode="continue_others")
+    # A section that fails anyway (a timeout, a bug) is skipped: the others are kept,
+    # and the report names it, so even a run where every section failed has a report.
     graph.add_subgraph(
         "research",
         loop,
@@ -180,15 +187,18 @@ def build_deep_graph(
             "section_title": "section",
             "section_index": "section_index",
             "section_tokens": "token_budget",
+            "time_reserve": "time_reserve",
             "question": "background",
         },
         output_map={"sections_out": "sections"},
         next_node="synthesize",
         description="one section's iterative research loop",
+        error_policy=ErrorPolicy.SKIP,
+        timeout=section_timeout,
     )
     graph.add_node(
         "synthesize",
-        agent("synthesize", Synthesis),
+        research_agent(settings, "synthesize", Synthesis),
         input_transform=synthesize_input,
         output_transform=synthesize_output,
         next_node="assemble",
@@ -203,10 +213,6 @@ def _title(section: SectionPlan, index: int) -> str:
     return section.title.strip() or f"Part {index + 1}"
 
 
-def _spent(state: GraphState, result: AgentResult) -> int:
-    return int(state.data.get("spent_tokens", 0)) + result.usage.total_tokens
-
-
 def _default_introduction(question: str, plan: ReportPlan | None) -> str:
     if plan is None:
         return ""
@@ -217,18 +223,23 @@ def _default_introduction(question: str, plan: ReportPlan | None) -> str:
 def _missing(
     state: GraphState, plan: ReportPlan | None, sections: list[SectionReport]
 ) -> list[str]:
-    """A note for each planned section no loop delivered, with its error when one is known."""
+    """A note for each planned section no loop delivered, with its error when one is known.
+
+    A failed section's loop is skipped in its branch; its error record (node
+    ``research``) names the branch, ``plan[i]`` for section ``i``.
+    """
     if plan is None:
         return []
     done = {section.index for section in sections}
     errors: dict[int, str] = {}
     for record in state.errors:
         found = _BRANCH_INDEX.search(str(record.get("branch", "")))
-        if found and record.get("fan_out") == "plan":
-            error = str(record.get("error"))
-            # An engine error already says where and what ("node 'write' raised ...").
+        if record.get("node") == "research" and found:
+            text = str(record.get("error", ""))
+            # "node 'research' ran past its timeout" reads better without the node.
+            text = text.removeprefix("node 'research' ")
             errors[int(found.group(1))] = (
-                error if error.startswith("node ") else f"{record.get('type')}: {error}"
+                text if text != record.get("error") else f"{record.get('type')}: {text}"
             )
     return [
         f"The section {_title(section, index)!r} could not be researched"

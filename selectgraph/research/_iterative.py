@@ -1,8 +1,9 @@
 r"""The iterative research graph (seed 003): think, find the gaps, decide, search, and write.
 
-    think -> gap -> decide --(complete, or a budget says write)--> write -> END
+    think -> gap -> decide --(complete, or a budget says write)--> write -> report -> END
                        \--(another iteration)--> select -> search -> think
-    (a failed tool selection: default_tasks -> search; a failed gap analysis: decide)
+    (a failed tool selection: default_tasks -> search; a failed gap analysis: decide;
+     a failed writer: report, with the evidence and the error)
 
 ``decide`` is the decision node of seed 003: it ends the research when the gap
 analysis says it is complete (after at least one search), or when the iteration,
@@ -19,6 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
+from selectgraph._models import as_models
 from selectgraph._sentinels import END
 from selectgraph.agents._agent import Agent
 from selectgraph.agents._config import AgentConfig
@@ -50,7 +54,7 @@ from selectgraph.research._state import (
     tool_selection_model,
 )
 
-__all__ = ["LoopSettings", "build_iterative_graph", "shown_evidence", "spent"]
+__all__ = ["LoopSettings", "build_iterative_graph", "research_agent", "shown_evidence"]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -70,43 +74,10 @@ class LoopSettings:
     """Tokens each prose answer (thinking, writing) may have; None: no limit."""
 
 
-def spent(state: GraphState, result: AgentResult) -> int:
-    """The loop's tokens after ``result``'s calls."""
-    return int(state.data.get("spent_tokens", 0)) + result.usage.total_tokens
-
-
-def shown_evidence(state: GraphState, limit: int) -> list[Evidence]:
-    """The evidence the writer is shown, numbered from 1 in this order."""
-    return [_evidence(e) for e in (state.data.get("evidence") or ())][:limit]
-
-
-def _evidence(value: Any) -> Evidence:
-    return value if isinstance(value, Evidence) else Evidence.model_validate(value)
-
-
-def _findings(state: GraphState) -> list[Finding]:
-    return [
-        f if isinstance(f, Finding) else Finding.model_validate(f)
-        for f in state.data.get("findings") or ()
-    ]
-
-
-def _marks(state: GraphState) -> list[Mark]:
-    return [
-        m if isinstance(m, Mark) else Mark.model_validate(m) for m in state.data.get("marks") or ()
-    ]
-
-
-def _topic(state: GraphState) -> tuple[str, str, str]:
-    data = state.data
-    return (
-        str(data.get("question", "")),
-        str(data.get("section", "")),
-        str(data.get("background", "")),
-    )
-
-
-def _agent(settings: LoopSettings, role: str, schema: Any = None) -> Agent:
+def research_agent(
+    settings: LoopSettings, role: str, schema: type[BaseModel] | None = None
+) -> Agent:
+    """The agent of one research role, its answer re-asked once when it misses ``schema``."""
     config = AgentConfig(
         name=role,
         model=settings.model,
@@ -119,6 +90,20 @@ def _agent(settings: LoopSettings, role: str, schema: Any = None) -> Agent:
     return Agent(config, provider=settings.provider)
 
 
+def shown_evidence(state: GraphState, limit: int) -> list[Evidence]:
+    """The evidence the writer is shown, numbered from 1 in this order."""
+    return as_models(state.data.get("evidence"), Evidence)[:limit]
+
+
+def _topic(state: GraphState) -> tuple[str, str, str]:
+    data = state.data
+    return (
+        str(data.get("question", "")),
+        str(data.get("section", "")),
+        str(data.get("background", "")),
+    )
+
+
 def _check_tools(tools: Sequence[SearchTool]) -> dict[str, SearchTool]:
     if not tools:
         raise ValueError("research needs at least one search tool (e.g. LocalCorpusSearch(folder))")
@@ -129,11 +114,12 @@ def _check_tools(tools: Sequence[SearchTool]) -> dict[str, SearchTool]:
                 f"{tool!r} is not a search tool: it needs a name, a description and "
                 "async search(query, *, limit)"
             )
-        if not _TOOL_NAME.match(tool.name):
-            raise ValueError(f"tool name {tool.name!r} must be letters, digits, '_' or '-'")
-        if tool.name in by_name:
-            raise ValueError(f"two search tools are named {tool.name!r}")
-        by_name[tool.name] = tool
+        name = tool.name
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise ValueError(f"tool name {name!r} must be a string of letters, digits, '_' or '-'")
+        if name in by_name:
+            raise ValueError(f"two search tools are named {name!r}")
+        by_name[name] = tool
     return by_name
 
 
@@ -153,7 +139,7 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
     graph = AgentGraph(
         name,
         state_schema=IterativeState,
-        # Each iteration is four nodes; the budget's iteration limit is what ends the loop.
+        # An iteration is at most six nodes; the budget's iteration limit ends the loop.
         max_steps=6 * (budget.max_iterations + 2),
         description="iterative research: think, find gaps, search, write",
     )
@@ -165,12 +151,12 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
             section,
             background,
             state.data.get("gaps") or [],
-            _findings(state),
+            as_models(state.data.get("findings"), Finding),
             shown_evidence(state, 10_000),
         )
 
     def think_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
-        return {"thoughts": [result.content], "spent_tokens": spent(state, result)}
+        return {"thoughts": [result.content]}
 
     def gap_input(state: GraphState) -> str:
         question, section, background = _topic(state)
@@ -182,29 +168,28 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
         answer = KnowledgeGap.model_validate(result.output)
         gaps = [gap.strip() for gap in answer.outstanding_gaps if gap.strip()][:3]
         # Nothing left to look for is complete too: a contradiction models make.
-        return {
-            "gaps": gaps,
-            "complete": answer.research_complete or not gaps,
-            "spent_tokens": spent(state, result),
-        }
+        return {"gaps": gaps, "complete": answer.research_complete or not gaps}
 
     def decide(state: GraphState, context: NodeContext) -> Directive:
         iteration = int(state.data.get("iteration", 0))
-        tokens = int(state.data.get("spent_tokens", 0))
+        # This loop's own calls, failed and re-asked ones included (a branch's own run).
+        tokens = context.run_usage.total_tokens
         searched = bool(state.data.get("findings"))
         mark = Mark(tokens=tokens, seconds=round(context.elapsed, 3))
         reason: str | None
         if state.data.get("complete") and searched:
             reason = "complete"
         else:
-            limit_tokens = state.data.get("token_budget")
+            own_limit = state.data.get("token_budget")
+            reserve = state.data.get("time_reserve")
             reason = budget_stop(
                 budget,
                 iteration=iteration,
                 spent_tokens=tokens,
-                token_limit=budget.max_tokens if limit_tokens is None else int(limit_tokens),
+                token_limit=budget.max_tokens if own_limit is None else int(own_limit),
                 elapsed=context.elapsed,
-                marks=[*_marks(state), mark],
+                marks=[*as_models(state.data.get("marks"), Mark), mark],
+                reserve_seconds=None if reserve is None else float(reserve),
             )
         context.emit_custom(
             {
@@ -219,9 +204,10 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
                 "reason": reason or "",
             }
         )
+        update = {"marks": [mark], "spent_tokens": tokens}
         if reason is not None:
-            return goto("write", {"stop_reason": reason, "marks": [mark]})
-        return goto("select", {"iteration": iteration + 1, "marks": [mark]})
+            return goto("write", {**update, "stop_reason": reason})
+        return goto("select", {**update, "iteration": iteration + 1})
 
     def select_input(state: GraphState) -> str:
         question, section, background = _topic(state)
@@ -231,21 +217,23 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
             background,
             state.data.get("gaps") or [],
             about,
-            _findings(state),
+            as_models(state.data.get("findings"), Finding),
         )
 
     def select_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
         chosen = ToolSelection.model_validate(result.output.model_dump())
-        tasks = [ToolTask(gap=t.gap, tool=t.tool, query=t.query) for t in chosen.tasks]
-        return {"tasks": tasks, "spent_tokens": spent(state, result)}
+        return {"tasks": [ToolTask(gap=t.gap, tool=t.tool, query=t.query) for t in chosen.tasks]}
+
+    def default_tasks(state: GraphState) -> dict[str, Any]:
+        """The selector failed: search each open gap (else the question) with the first tool."""
+        first = next(iter(tools))
+        gaps = list(state.data.get("gaps") or []) or [str(state.data.get("question", ""))]
+        return {"tasks": [ToolTask(gap=gap, tool=first, query=gap) for gap in gaps[:3]]}
 
     async def search(state: GraphState, context: NodeContext) -> dict[str, Any]:
         iteration = int(state.data.get("iteration", 0))
         question = str(state.data.get("question", ""))
-        tasks = [
-            t if isinstance(t, ToolTask) else ToolTask.model_validate(t)
-            for t in state.data.get("tasks") or ()
-        ]
+        tasks = as_models(state.data.get("tasks"), ToolTask)
         outcomes = await asyncio.gather(
             *(_run_task(tools, task, question, settings.results_per_search) for task in tasks)
         )
@@ -274,7 +262,7 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
                 )
                 for hit in hits
             )
-        known = {_evidence(e).source_id for e in state.data.get("evidence") or ()}
+        known = {e.source_id for e in as_models(state.data.get("evidence"), Evidence)}
         context.emit_custom(
             {
                 "research": "search",
@@ -293,39 +281,44 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
         return write_prompt(question, section, background, shown_evidence(state, limit))
 
     def write_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
+        return {"draft": result.content}
+
+    def report(state: GraphState, context: NodeContext) -> dict[str, Any]:
+        """The section (and a one-section report) from the draft, or from the evidence alone."""
         question, section, _ = _topic(state)
-        tokens = spent(state, result)
-        report = section_report(
+        error = None
+        if not state.data.get("draft"):
+            failed = [e for e in state.errors if e.get("node") == "write"]
+            if failed:
+                error = f"{failed[-1].get('type')}: {failed[-1].get('error')}"
+        written = section_report(
             title=section or question,
             question=question,
-            text=result.content,
+            text=str(state.data.get("draft") or ""),
             shown=shown_evidence(state, limit),
             index=int(state.data.get("section_index", 0)),
             iterations=int(state.data.get("iteration", 0)),
             stop_reason=str(state.data.get("stop_reason", "")),
-            tokens=tokens,
+            tokens=context.run_usage.total_tokens,
+            error=error,
         )
-        markdown = render_report(title=question, sections=[report], single=True).markdown
+        rendered = render_report(title=question, sections=[written], single=True)
         return {
-            "report": report,
-            "sections_out": [report],
-            "markdown": markdown,
-            "spent_tokens": tokens,
-            LAST_OUTPUT: markdown,
+            "report": written,
+            "sections_out": [written],
+            "markdown": rendered.markdown,
+            "sources": rendered.sources,
+            "spent_tokens": written.tokens,
+            LAST_OUTPUT: rendered.markdown,
         }
-
-    def default_tasks(state: GraphState) -> dict[str, Any]:
-        """The selector failed: search each open gap (else the question) with the first tool."""
-        first = next(iter(tools))
-        gaps = list(state.data.get("gaps") or []) or [str(state.data.get("question", ""))]
-        return {"tasks": [ToolTask(gap=gap, tool=first, query=gap) for gap in gaps[:3]]}
 
     # A model that fails to think or to answer in the schema costs the loop that
     # step, not the report: thinking is skipped, a failed gap analysis leaves the
-    # gaps as they were, and a failed tool selection searches the gaps as written.
+    # gaps as they were, a failed tool selection searches the gaps as written, and
+    # a failed writer leaves a section of evidence with the error.
     graph.add_node(
         "think",
-        _agent(settings, "think"),
+        research_agent(settings, "think"),
         input_transform=think_input,
         output_transform=think_output,
         next_node="gap",
@@ -333,7 +326,7 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
     )
     graph.add_node(
         "gap",
-        _agent(settings, "gap", KnowledgeGap),
+        research_agent(settings, "gap", KnowledgeGap),
         input_transform=gap_input,
         output_transform=gap_output,
         next_node="decide",
@@ -342,7 +335,7 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
     graph.add_node("decide", decide, destinations=["select", "write"])
     graph.add_node(
         "select",
-        _agent(settings, "select", selection),
+        research_agent(settings, "select", selection),
         input_transform=select_input,
         output_transform=select_output,
         next_node="search",
@@ -352,11 +345,13 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
     graph.add_node("search", search, next_node="think")
     graph.add_node(
         "write",
-        _agent(settings, "write"),
+        research_agent(settings, "write"),
         input_transform=write_input,
         output_transform=write_output,
-        next_node=END,
+        next_node="report",
     )
+    graph.add_edge("write", "report", on="failure")
+    graph.add_node("report", report, next_node=END)
     graph.set_entry("think")
     return graph
 

@@ -41,10 +41,16 @@ class SectionStatus:
     """What the view knows of one section."""
 
     title: str
+    """The section's title (the question, for a single loop)."""
     status: str = "queued"
+    """Where the section is: queued, thinking, searching (iteration n), writing (why),
+    done, writer failed or failed."""
     iteration: int = 0
+    """The research loop's current iteration."""
     sources: int = 0
+    """Sources found so far."""
     tokens: int = 0
+    """Tokens the section's model calls used so far."""
 
 
 class ResearchProgress:
@@ -138,9 +144,12 @@ class ResearchProgress:
             plan = event.update.get("plan")
             for index, section in enumerate(getattr(plan, "sections", None) or ()):
                 self._section(index, section.title)
-        elif event.node == "write":
-            section = self._section(_branch_index(event))
-            section.status = "done" if event.outcome == "success" else "failed"
+        elif event.node == "report":
+            self._section(_branch_index(event)).status = "done"
+        elif event.node == "write" and event.outcome != "success":
+            self._section(_branch_index(event)).status = "writer failed"
+        elif event.node == "research" and event.outcome != "success":
+            self._section(_branch_index(event)).status = "failed"
 
     def _section(self, index: int, title: str = "") -> SectionStatus:
         section = self.sections.get(index)

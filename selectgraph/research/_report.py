@@ -30,16 +30,27 @@ def cited_numbers(text: str) -> list[int]:
     for group in _CITATION.findall(text):
         for part in group.split(","):
             number = int(part)
-            if number not in found:
+            if number < _NOT_A_CITATION and number not in found:
                 found.append(number)
     return found
 
 
+_NOT_A_CITATION = 1000
+"""Bracketed numbers from here up (``[2019]``) are left as written, not taken for citations."""
+
+
 def renumber(text: str, mapping: dict[int, int]) -> str:
-    """``text`` with each citation number mapped; numbers not in ``mapping`` are dropped."""
+    """``text`` with each citation number mapped.
+
+    A citation of a number the writer was never shown is dropped; a bracketed
+    number of four digits or more (a year) is not a citation and stays.
+    """
 
     def replace(match: re.Match[str]) -> str:
-        numbers = [mapping[int(p)] for p in match.group(1).split(",") if int(p) in mapping]
+        parts = [int(p) for p in match.group(1).split(",")]
+        if any(p >= _NOT_A_CITATION for p in parts):
+            return match.group(0)
+        numbers = [mapping[p] for p in parts if p in mapping]
         return f"[{', '.join(str(n) for n in numbers)}]" if numbers else ""
 
     return _CITATION.sub(replace, text)
@@ -55,6 +66,7 @@ def section_report(
     iterations: int = 0,
     stop_reason: str = "",
     tokens: int = 0,
+    error: str | None = None,
 ) -> SectionReport:
     """A section from the writer's ``text`` and the evidence it was ``shown`` (numbered from 1)."""
     ranked = sorted(range(len(shown)), key=lambda i: -shown[i].score)
@@ -68,6 +80,7 @@ def section_report(
         iterations=iterations,
         stop_reason=stop_reason,
         tokens=tokens,
+        error=error,
     )
 
 
@@ -76,6 +89,7 @@ class Rendered:
     """A report as Markdown, and its numbered sources."""
 
     markdown: str
+    """The whole report: title, sections with their citations, and the source list."""
     sources: list[Evidence] = field(default_factory=list)
     """``sources[n - 1]`` is the source ``[n]`` cites."""
 
@@ -118,9 +132,12 @@ def render_report(
             if 1 <= n <= len(section.sources)
         }
         for n in section.key_evidence:
-            local.setdefault(n, number_of(section.sources[n - 1]))
+            if 1 <= n <= len(section.sources):
+                local.setdefault(n, number_of(section.sources[n - 1]))
         if not single:
             parts.append(f"## {section.title}")
+        if section.error:
+            parts.append(f"> The writer failed ({section.error}); the evidence found follows.")
         if section.text:
             parts.append(renumber(section.text, local))
         quotes = [

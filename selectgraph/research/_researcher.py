@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Unpack
 
+from selectgraph._models import as_models
 from selectgraph.graph._builder import AgentGraph
 from selectgraph.graph._compiled import RunOptions, StreamOptions
 from selectgraph.graph._result import GraphResult
@@ -34,22 +35,15 @@ class ResearchResult(GraphResult):
     def sections(self) -> list[SectionReport]:
         """Each section as its loop wrote it, in outline order."""
         raw = self.state.data.get("sections")
-        if raw is None:
+        if raw is None:  # a single loop
             report = self.state.data.get("report")
             raw = [] if report is None else [report]
-        found = [
-            s if isinstance(s, SectionReport) else SectionReport.model_validate(s) for s in raw
-        ]
-        return sorted(found, key=lambda s: s.index)
+        return sorted(as_models(raw, SectionReport), key=lambda s: s.index)
 
     @property
     def sources(self) -> list[Evidence]:
         """The sources the report cites: ``sources[n - 1]`` is ``[n]``."""
-        raw = self.state.data.get("sources")
-        if raw is None:  # a single loop: its section's sources, as rendered
-            sections = self.sections
-            raw = sections[0].sources if sections else []
-        return [e if isinstance(e, Evidence) else Evidence.model_validate(e) for e in raw]
+        return as_models(self.state.data.get("sources"), Evidence)
 
     @classmethod
     def wrap(cls, result: GraphResult) -> ResearchResult:
@@ -57,21 +51,57 @@ class ResearchResult(GraphResult):
         return cls(**{name: getattr(result, name) for name in _FIELDS})
 
 
+def _settings(
+    tools: Sequence[SearchTool],
+    provider: Provider | None,
+    model: str | None,
+    budget: ResearchBudget | None,
+    results_per_search: int,
+    max_evidence: int,
+    max_output_tokens: int | None,
+) -> LoopSettings:
+    return LoopSettings(
+        tools=tuple(tools),
+        provider=provider,
+        model=model,
+        budget=budget or ResearchBudget(),
+        results_per_search=results_per_search,
+        max_evidence=max_evidence,
+        max_output_tokens=max_output_tokens,
+    )
+
+
 class _Research:
     graph: AgentGraph
 
-    def _input(self, question: str | None) -> Any:
-        return None if question is None else {"question": question}
+    def graph_input(self, question: str | None, options: Mapping[str, Any] | None = None) -> Any:
+        """The graph input a run of ``question`` starts from.
+
+        Raises:
+            ValueError: no question, and no checkpointed run to continue.
+        """
+        if question is None:
+            if options is not None and options.get("checkpoint_store") is not None:
+                return None  # continue a checkpointed run
+            raise ValueError(
+                "research needs a question (or, to continue a checkpointed run, "
+                "checkpoint_store= and run_id=)"
+            )
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"the research question must be non-empty text, got {question!r}")
+        return {"question": question.strip()}
 
     def run(self, question: str | None = None, **options: Unpack[RunOptions]) -> ResearchResult:
         """Research ``question`` and return the report (blocking)."""
-        return ResearchResult.wrap(self.graph.run(self._input(question), **options))
+        start = self.graph_input(question, options)
+        return ResearchResult.wrap(self.graph.run(start, **options))
 
     async def arun(
         self, question: str | None = None, **options: Unpack[RunOptions]
     ) -> ResearchResult:
         """Research ``question`` and return the report."""
-        return ResearchResult.wrap(await self.graph.arun(self._input(question), **options))
+        start = self.graph_input(question, options)
+        return ResearchResult.wrap(await self.graph.arun(start, **options))
 
     async def astream(
         self, question: str | None = None, **options: Unpack[StreamOptions]
@@ -81,7 +111,7 @@ class _Research:
         Research progress arrives as CustomEvents whose ``data["research"]`` is
         ``"decision"`` (an iteration's verdict) or ``"search"`` (its queries).
         """
-        async for item in self.graph.astream(self._input(question), **options):
+        async for item in self.graph.astream(self.graph_input(question, options), **options):
             yield item
 
 
@@ -125,14 +155,8 @@ class IterativeResearch(_Research):
             max_output_tokens: Tokens each model answer may have (None: no limit).
             name: The graph's name.
         """
-        self.settings = LoopSettings(
-            tools=tuple(tools),
-            provider=provider,
-            model=model,
-            budget=budget or ResearchBudget(),
-            results_per_search=results_per_search,
-            max_evidence=max_evidence,
-            max_output_tokens=max_output_tokens,
+        self.settings = _settings(
+            tools, provider, model, budget, results_per_search, max_evidence, max_output_tokens
         )
         self.graph = build_iterative_graph(self.settings, name=name)
         """The loop's AgentGraph."""
@@ -149,6 +173,7 @@ class DeepResearch(_Research):
         model: str | None = None,
         budget: ResearchBudget | None = None,
         max_sections: int = 4,
+        section_timeout: float | None = None,
         results_per_search: int = 5,
         max_evidence: int = 15,
         max_output_tokens: int | None = None,
@@ -163,19 +188,17 @@ class DeepResearch(_Research):
             budget: Iterations per section; tokens and time for the whole run, the
                 tokens shared equally among the sections after the synthesis reserve.
             max_sections: Sections the outline may have.
+            section_timeout: Seconds a section may take; a slower one is left out of
+                the report, which says so.
             results_per_search: Hits each search returns.
             max_evidence: Passages each section's writer is shown.
             max_output_tokens: Tokens each model answer may have (None: no limit).
             name: The graph's name.
         """
-        self.settings = LoopSettings(
-            tools=tuple(tools),
-            provider=provider,
-            model=model,
-            budget=budget or ResearchBudget(),
-            results_per_search=results_per_search,
-            max_evidence=max_evidence,
-            max_output_tokens=max_output_tokens,
+        self.settings = _settings(
+            tools, provider, model, budget, results_per_search, max_evidence, max_output_tokens
         )
-        self.graph = build_deep_graph(self.settings, max_sections=max_sections, name=name)
+        self.graph = build_deep_graph(
+            self.settings, max_sections=max_sections, section_timeout=section_timeout, name=name
+        )
         """The deep-research AgentGraph."""

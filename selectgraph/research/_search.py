@@ -179,13 +179,18 @@ class LocalCorpusSearch:
             return []
         with self._lock:
             hits = []
-            for rowid, score in self._rank(match)[:limit]:
-                source_id, title, passage = self._db.execute(
+            for rowid, score in self._rank(match):
+                row = self._db.execute(
                     "SELECT source_id, title, snippet(docs, 2, '', '', ' … ', ?) FROM docs "
                     "WHERE docs MATCH ? AND rowid = ?",
                     (self.snippet_tokens, match, rowid),
                 ).fetchone()
+                if row is None:  # ranked on a term the MATCH did not keep
+                    continue
+                source_id, title, passage = row
                 hits.append(SearchHit(source_id, title, _tidy(passage), round(score, 4)))
+                if len(hits) == limit:
+                    break
         return hits
 
     def _rank(self, match: str) -> list[tuple[int, float]]:
@@ -196,8 +201,9 @@ class LocalCorpusSearch:
         common) every query term counts the same. Here the IDF is Lucene's,
         ``ln(1 + (N - df + 0.5) / (df + 0.5))``, and a title match counts double.
         """
-        # The query's words, stemmed by the index's own tokenizer.
-        self._db.execute("INSERT INTO query VALUES (?)", (match.replace('"', " "),))
+        # The query's words (not the OR operators), stemmed by the index's own tokenizer.
+        words = " ".join(part.strip('"') for part in match.split(" OR "))
+        self._db.execute("INSERT INTO query VALUES (?)", (words,))
         terms = [row[0] for row in self._db.execute("SELECT term FROM query_terms")]
         self._db.execute("DELETE FROM query")
         if not terms:

@@ -38,32 +38,43 @@ class Evidence(BaseModel):
     source_id: str
     """The source's identity (a corpus path or a URL)."""
     title: str
+    """The source's title."""
     snippet: str
+    """The passage, as the search returned it."""
     url: str = ""
+    """Where the source can be read, when it has an address."""
     query: str = ""
     """The query that found it."""
     tool: str = ""
     """The tool that found it."""
     score: float = 0.0
+    """The search's relevance score (higher is better; 0.0 when the tool gives none)."""
 
 
 class Finding(BaseModel):
     """What one tool task of one iteration did."""
 
     iteration: int
+    """The loop's iteration (0-based) that ran the task."""
     gap: str
+    """The knowledge gap the search addressed."""
     tool: str
+    """The search tool it used."""
     query: str
+    """The query it ran."""
     found: list[str] = []
     """Source ids of the hits (new or already known)."""
     error: str | None = None
+    """Why the search failed, when it did (``Type: message``)."""
 
 
 class Mark(BaseModel):
     """Tokens spent and seconds elapsed when an iteration's decision was taken."""
 
     tokens: int
+    """Tokens the loop had spent."""
     seconds: float
+    """Seconds since the loop started."""
 
 
 class KnowledgeGap(BaseModel):
@@ -131,7 +142,9 @@ class SectionReport(BaseModel):
     index: int = 0
     """Position in the outline (0 for a report of one loop)."""
     title: str
+    """The section's heading (the question, for a report of one loop)."""
     question: str
+    """The question the section answers."""
     text: str
     """The written text; ``[n]`` cites ``sources[n-1]``."""
     sources: list[Evidence] = []
@@ -139,10 +152,13 @@ class SectionReport(BaseModel):
     key_evidence: list[int] = []
     """Numbers (1-based, into ``sources``) of the passages quoted under the text."""
     iterations: int = 0
+    """Research iterations the loop ran before writing."""
     stop_reason: str = ""
     """Why the loop stopped researching: complete, max_iterations, token_budget, time_budget."""
     tokens: int = 0
     """Tokens the loop spent."""
+    error: str | None = None
+    """Why the writer failed, when it did (the section then has its evidence only)."""
 
 
 class IterativeState(BaseModel):
@@ -157,26 +173,43 @@ class IterativeState(BaseModel):
     section: str = ""
     """The section's title (empty for a standalone loop)."""
     section_index: int = 0
+    """The section's position in the outline (0 for a standalone loop)."""
     token_budget: int | None = None
     """Tokens this loop may spend (its share of a deep-research budget); None: the
     ResearchBudget's own."""
+    time_reserve: float | None = None
+    """Seconds kept for writing after this loop (a deep run adds the synthesis);
+    None: the ResearchBudget's ``reserve_seconds``."""
     iteration: int = 0
+    """The current iteration (0-based)."""
     thoughts: Annotated[list[str], append] = []
+    """The thinker's notes, one per iteration."""
     gaps: list[str] = []
+    """What is still unknown, most important first (the last gap check's answer)."""
     complete: bool = False
+    """Whether the last gap check judged the research complete."""
     tasks: list[ToolTask] = []
+    """The searches chosen for this iteration."""
     evidence: Annotated[list[Evidence], dedupe_append("source_id")] = []
+    """Every passage found so far, once per source."""
     findings: Annotated[list[Finding], append] = []
+    """What each search of each iteration did."""
     marks: Annotated[list[Mark], append] = []
+    """Tokens and seconds at each iteration's decision, to forecast the next one."""
     spent_tokens: int = 0
-    """Tokens this loop's own model calls used."""
+    """Tokens this loop's own model calls used (as of its last decision, then its end)."""
     stop_reason: str = ""
+    """Why the loop stopped researching: complete, max_iterations, token_budget, time_budget."""
+    draft: str = ""
+    """What the writer wrote."""
     report: SectionReport | None = None
     """What the writer produced."""
     sections_out: list[SectionReport] = []
     """``[report]``: what a deep-research branch hands back to the outline."""
     markdown: str = ""
     """The rendered report (a standalone loop)."""
+    sources: list[Evidence] = []
+    """The rendered report's sources: ``sources[n - 1]`` is what ``[n]`` cites."""
 
 
 class DeepState(BaseModel):
@@ -185,11 +218,13 @@ class DeepState(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     question: str = ""
+    """What the report answers (the run's input)."""
     plan: ReportPlan | None = None
+    """The outline, once made."""
     sections: Annotated[list[SectionReport], append] = []
     """Each section's report, in outline order (appended at the join)."""
-    spent_tokens: int = 0
-    """Tokens the planner and synthesizer used (the loops count their own)."""
+    section_tokens: int | None = None
+    """Each section's token share, fixed when the outline is made."""
     synthesis: Synthesis | None = None
     """The introduction and conclusion, once written."""
     markdown: str = ""

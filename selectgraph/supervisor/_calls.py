@@ -9,11 +9,13 @@ context, so it can publish events such as ``SupervisorReplanned``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
+from selectgraph._models import as_models
 from selectgraph.agents._agent import Agent
 from selectgraph.agents._node import AgentNode
 from selectgraph.graph._directives import Directive
@@ -21,13 +23,14 @@ from selectgraph.graph._nodes import NodeContext
 from selectgraph.graph._output import NodeOutput
 from selectgraph.graph._state import GraphState
 from selectgraph.graph._views import StateView
+from selectgraph.observe._events import SupervisorReplanned
 from selectgraph.supervisor._schemas import PlanStep, StepRecord
 
-__all__ = ["Answer", "Prompt", "SupervisorCall", "plan_of", "steps_of"]
+__all__ = ["Answer", "Prompt", "SupervisorCall", "announce_replan", "plan_of", "steps_of"]
 
 Prompt = Callable[[GraphState], str]
 """Builds the call's prompt from the state."""
-Answer = Callable[[Any, GraphState, NodeContext], "Mapping[str, Any] | Directive"]
+Answer = Callable[[Any, StateView, NodeContext], "Mapping[str, Any] | Directive"]
 """Turns the parsed answer (a model instance, or text) into an update or a goto()."""
 
 
@@ -64,7 +67,8 @@ class _SupervisorCallAdapter:
         return self._call.description
 
     async def __call__(self, state: StateView, context: NodeContext | None) -> NodeOutput:
-        assert context is not None
+        if context is None:  # wants_context: the engine always passes one
+            raise TypeError("a supervisor call needs its node context")
         output = await self.inner(state, context)
         result = output.agent_result
         parsed = result.output if result.output is not None else result.content
@@ -78,19 +82,33 @@ class _SupervisorCallAdapter:
 
 
 def steps_of(state: GraphState) -> list[StepRecord]:
-    """The turns recorded so far (restored checkpoints may hold them as plain dicts)."""
-    return [
-        step if isinstance(step, StepRecord) else StepRecord.model_validate(step)
-        for step in state.data.get("steps") or ()
-    ]
+    """The turns recorded so far."""
+    return as_models(state.data.get("steps"), StepRecord)
 
 
 def plan_of(state: GraphState) -> list[PlanStep]:
     """The current plan's steps."""
-    return [
-        step if isinstance(step, PlanStep) else PlanStep.model_validate(step)
-        for step in state.data.get("plan") or ()
-    ]
+    return as_models(state.data.get("plan"), PlanStep)
+
+
+def announce_replan(context: NodeContext, stall_count: int, new_plan: str, reason: str) -> None:
+    """Publish ``SupervisorReplanned`` (``on_supervisor_replan`` for AgentObservers)."""
+    if context.emit is None:
+        return
+    context.emit(
+        SupervisorReplanned(
+            run_id=context.run_id,
+            graph=context.graph,
+            step=context.step,
+            timestamp=time.time(),
+            namespace=context.namespace,
+            branch=context.branch,
+            stall_count=stall_count,
+            new_plan=new_plan,
+            node=context.node,
+            reason=reason,
+        )
+    )
 
 
 def as_text(value: Any) -> str:

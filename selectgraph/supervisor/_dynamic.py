@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from selectgraph._models import as_model
 from selectgraph.graph._directives import Directive, goto
 from selectgraph.graph._nodes import NodeContext
 from selectgraph.graph._state import GraphState
@@ -44,9 +45,7 @@ def build_dynamic(build: Build) -> None:
         return route_prompt(task_of(state), team.roster, steps_of(state), limit - rounds)
 
     def on_route(answer: Any, state: GraphState, context: NodeContext) -> Directive:
-        decision = (
-            answer if isinstance(answer, RouteDecision) else RouteDecision.model_validate(answer)
-        )
+        decision = as_model(answer, RouteDecision)
         if decision.done:
             return to_finish(done=True, verdict=decision.reason or "the supervisor said done")
         member, note = team.resolve(decision.next_agent, least_recent(team, steps_of(state)))

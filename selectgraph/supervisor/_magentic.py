@@ -14,16 +14,15 @@ as a stall, a round that progresses takes one off (as Magentic-One counts), and
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from selectgraph._models import as_model
 from selectgraph._sentinels import END
 from selectgraph.graph._directives import Directive, goto
 from selectgraph.graph._nodes import NodeContext
 from selectgraph.graph._state import LAST_OUTPUT, GraphState
-from selectgraph.observe._events import SupervisorReplanned
 from selectgraph.supervisor._build import Build, start_turn
-from selectgraph.supervisor._calls import as_text, steps_of
+from selectgraph.supervisor._calls import announce_replan, as_text, steps_of
 from selectgraph.supervisor._dynamic import least_recent
 from selectgraph.supervisor._prompts import (
     final_prompt,
@@ -47,9 +46,7 @@ def plan_text(ledger: TaskLedger) -> str:
 
 def _ledger(state: GraphState) -> TaskLedger | None:
     value = state.data.get("ledger")
-    if value is None or isinstance(value, TaskLedger):
-        return value
-    return TaskLedger.model_validate(value)
+    return None if value is None else as_model(value, TaskLedger)
 
 
 def build_magentic(build: Build) -> None:
@@ -88,21 +85,7 @@ def build_magentic(build: Build) -> None:
     def on_replan(answer: Any, state: GraphState, context: NodeContext) -> dict[str, Any]:
         ledger = TaskLedger.model_validate(answer)
         stalls = int(state.data.get("stall_count", 0))
-        if context.emit is not None:
-            context.emit(
-                SupervisorReplanned(
-                    run_id=context.run_id,
-                    graph=context.graph,
-                    step=context.step,
-                    timestamp=time.time(),
-                    namespace=context.namespace,
-                    branch=context.branch,
-                    stall_count=stalls,
-                    new_plan=plan_text(ledger),
-                    node=context.node,
-                    reason="stalled",
-                )
-            )
+        announce_replan(context, stalls, plan_text(ledger), "stalled")
         replans = int(state.data.get("replans", 0)) + 1
         return {"ledger": ledger, "stall_count": 0, "replans": replans, LAST_OUTPUT: None}
 

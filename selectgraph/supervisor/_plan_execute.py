@@ -8,21 +8,20 @@ plan -> member -> member -> ... -> finish
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
+from selectgraph._models import as_model
 from selectgraph.graph._directives import Directive
 from selectgraph.graph._nodes import NodeContext
 from selectgraph.graph._state import GraphState
-from selectgraph.observe._events import SupervisorReplanned
 from selectgraph.supervisor._build import (
     Build,
     failed_turn,
     start_turn,
     to_finish,
 )
-from selectgraph.supervisor._calls import plan_of, steps_of
+from selectgraph.supervisor._calls import announce_replan, plan_of, steps_of
 from selectgraph.supervisor._errors import SupervisorError
 from selectgraph.supervisor._prompts import plan_prompt, replan_prompt, task_of
 from selectgraph.supervisor._schemas import Plan, PlanStep, StepRecord, plan_model
@@ -54,7 +53,8 @@ def build_plan_and_execute(build: Build) -> None:
             if failure is not None
             else "a step failed"
         )
-        return replan_prompt(task_of(state), team.roster, plan_of(state), steps, what, limit)
+        left = max(1, limit - int(state.data.get("rounds", 0)))
+        return replan_prompt(task_of(state), team.roster, plan_of(state), steps, what, left)
 
     def on_plan(answer: Any, state: GraphState, context: NodeContext) -> Directive:
         return _next(_steps(answer), 0, state, limit)
@@ -62,21 +62,7 @@ def build_plan_and_execute(build: Build) -> None:
     def on_replan(answer: Any, state: GraphState, context: NodeContext) -> Directive:
         replans = int(state.data.get("replans", 0)) + 1
         steps = _steps(answer)
-        if context.emit is not None:
-            context.emit(
-                SupervisorReplanned(
-                    run_id=context.run_id,
-                    graph=context.graph,
-                    step=context.step,
-                    timestamp=time.time(),
-                    namespace=context.namespace,
-                    branch=context.branch,
-                    stall_count=0,
-                    new_plan=plan_text(steps),
-                    node=context.node,
-                    reason="step_failed",
-                )
-            )
+        announce_replan(context, 0, plan_text(steps), "step_failed")
         return _next(steps, 0, state, limit, replans=replans)
 
     build.add_call(
@@ -111,7 +97,7 @@ def plan_text(steps: list[PlanStep]) -> str:
 
 
 def _steps(answer: Any) -> list[PlanStep]:
-    plan = answer if isinstance(answer, Plan) else Plan.model_validate(answer)
+    plan = as_model(answer, Plan)
     return [PlanStep(agent=step.agent, instruction=step.instruction) for step in plan.steps]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from selectgraph._models import as_model, as_models
 from selectgraph.graph._result import GraphResult
 from selectgraph.supervisor._config import SupervisorStrategy
 from selectgraph.supervisor._schemas import PlanStep, StepRecord, TaskLedger
@@ -52,26 +53,18 @@ class SupervisorResult(GraphResult):
         Each says who worked, what they were told, and what they answered (or why
         they failed).
         """
-        return [
-            s if isinstance(s, StepRecord) else StepRecord.model_validate(s)
-            for s in self.state.data.get("steps") or ()
-        ]
+        return as_models(self.state.data.get("steps"), StepRecord)
 
     @property
     def plan(self) -> list[PlanStep]:
         """PLAN_AND_EXECUTE: the last plan made."""
-        return [
-            s if isinstance(s, PlanStep) else PlanStep.model_validate(s)
-            for s in self.state.data.get("plan") or ()
-        ]
+        return as_models(self.state.data.get("plan"), PlanStep)
 
     @property
     def ledger(self) -> TaskLedger | None:
         """MAGENTIC: the last task ledger."""
         value = self.state.data.get("ledger")
-        if value is None or isinstance(value, TaskLedger):
-            return value
-        return TaskLedger.model_validate(value)
+        return None if value is None else as_model(value, TaskLedger)
 
     @property
     def rounds(self) -> int:

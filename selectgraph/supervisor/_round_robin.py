@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from selectgraph._models import as_model
 from selectgraph.graph._directives import Directive
 from selectgraph.graph._nodes import NodeContext
 from selectgraph.graph._state import GraphState
@@ -39,9 +40,7 @@ def build_round_robin(build: Build) -> None:
         return verdict_prompt(task_of(state), team.roster, steps_of(state))
 
     def on_verdict(answer: Any, state: GraphState, context: NodeContext) -> Directive:
-        verdict = (
-            answer if isinstance(answer, RoundVerdict) else RoundVerdict.model_validate(answer)
-        )
+        verdict = as_model(answer, RoundVerdict)
         rounds = int(state.data.get("rounds", 1))
         if verdict.complete:
             return to_finish(done=True, verdict=verdict.reason)

@@ -92,14 +92,18 @@ class BoolAnswer(BaseModel):
     """A yes/no answer with its reason."""
 
     reason: str
+    """Why, in a sentence."""
     answer: bool
+    """The answer."""
 
 
 class TextAnswer(BaseModel):
     """A short answer with its reason."""
 
     reason: str
+    """Why, in a sentence."""
     answer: str
+    """The answer."""
 
 
 class ProgressLedger(BaseModel):

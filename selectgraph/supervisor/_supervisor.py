@@ -9,6 +9,7 @@ cancellation, checkpoints and human-in-the-loop apply unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Unpack
 
@@ -179,7 +180,7 @@ class SupervisorAgent:
             GraphRunError: the run failed otherwise; ``error.result`` keeps what was done.
         """
         try:
-            result = self.graph.run(_input(task), **options)
+            result = self.graph.run(self.graph_input(task, options), **options)
         except GraphRunError as error:
             raise _explained(error) from error
         return self._wrap(result)
@@ -187,7 +188,7 @@ class SupervisorAgent:
     async def arun(self, task: TaskInput = None, **options: Unpack[RunOptions]) -> SupervisorResult:
         """Run the team on ``task`` and return the result."""
         try:
-            result = await self.graph.arun(_input(task), **options)
+            result = await self.graph.arun(self.graph_input(task, options), **options)
         except GraphRunError as error:
             raise _explained(error) from error
         return self._wrap(result)
@@ -201,7 +202,7 @@ class SupervisorAgent:
         ``result`` a SupervisorResult), ``RunPaused``, ``RunFailed`` or ``RunCancelled``.
         """
         try:
-            async for item in self.graph.astream(_input(task), **options):
+            async for item in self.graph.astream(self.graph_input(task, options), **options):
                 if isinstance(item, RunFinished) and item.result is not None:
                     item = _with_result(item, self._wrap(item.result))
                 yield item
@@ -234,6 +235,39 @@ class SupervisorAgent:
             raise _explained(error) from error
         return self._wrap(result)
 
+    def graph_input(self, task: TaskInput, options: Mapping[str, Any] | None = None) -> Any:
+        """The graph input a run of ``task`` starts from.
+
+        Raises:
+            ValueError: no task (and no checkpointed run to continue), or a mapping
+                without a ``"task"``.
+        """
+        if task is None:
+            if options is not None and options.get("checkpoint_store") is not None:
+                return None  # continue a checkpointed run
+            raise ValueError(
+                "a supervised run needs a task (or, to continue a checkpointed run, "
+                "checkpoint_store= and run_id=)"
+            )
+        if isinstance(task, GraphState):
+            return task
+        if isinstance(task, str):
+            if not task.strip():
+                raise ValueError("the task is empty; say what the team should do")
+            return GraphState(messages=[Message.user(task)], data={"task": task})
+        if isinstance(task, Mapping):
+            if not str(task.get("task", "")).strip():
+                raise ValueError(
+                    f"a supervised run's input mapping needs a non-empty 'task'; got keys "
+                    f"{sorted(map(str, task))}"
+                )
+            text = str(task["task"])
+            return GraphState(messages=[Message.user(text)], data=dict(task))
+        raise TypeError(
+            f"a supervised run starts from a task (text), a mapping with a 'task', a "
+            f"GraphState or None; got {type(task).__name__}"
+        )
+
     def result_of(self, result: GraphResult) -> SupervisorResult:
         """The supervisor's view of a result of this supervisor's graph."""
         return self._wrap(result)
@@ -261,18 +295,7 @@ class SupervisorAgent:
         )
 
 
-def _input(task: TaskInput) -> Any:
-    if isinstance(task, str):
-        return GraphState(messages=[Message.user(task)], data={"task": task})
-    if isinstance(task, Mapping) and "task" in task and not isinstance(task, GraphState):
-        text = str(task["task"])
-        return GraphState(messages=[Message.user(text)], data=dict(task))
-    return task
-
-
 def _with_result(event: RunFinished, result: SupervisorResult) -> RunFinished:
-    import dataclasses
-
     return dataclasses.replace(event, result=result)
 
 

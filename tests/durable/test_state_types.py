@@ -250,3 +250,17 @@ def test_an_agent_output_schema_survives_a_checkpoint_without_registering_it(
     [pricer] = final.node_results["pricer"]
     assert isinstance(pricer.agent_result.output, Order)
     assert final.state.data["order"].items[0].priority is Priority.HIGH
+
+
+def test_a_run_time_model_restores_as_its_module_class_only_with_the_same_fields() -> None:
+    from pydantic import create_model
+
+    from selectgraph._serialization import named_class
+    from tests.durable._types import Item
+
+    narrowed = create_model("Item", __base__=Item, __module__=Item.__module__, name=(str, ...))
+    assert named_class(narrowed) is Item
+    widened = create_model("Item", __base__=Item, __module__=Item.__module__, score=(float, 0.0))
+    assert named_class(widened) is widened  # restoring it as Item would drop "score"
+    elsewhere = create_model("Item", __base__=Item)  # built in this module, not Item's
+    assert named_class(elsewhere) is elsewhere

@@ -279,6 +279,109 @@ def test_runs_are_isolated(harness: Harness) -> None:
     assert ids(store.list("a")) == ids(a)
 
 
+def at(minute: int) -> dt.datetime:
+    """A fixed time, ``minute`` minutes into the test day."""
+    return dt.datetime(2026, 11, 23, tzinfo=dt.UTC) + dt.timedelta(minutes=minute)
+
+
+def write(store: CheckpointStore, run_id: str, minute: int) -> Checkpoint:
+    """Save the next checkpoint of ``run_id``, made at ``at(minute)``."""
+    head = store.head(run_id)
+    version = head.version + 1 if head is not None else 1
+    made = checkpoint(run_id, version, created_at=at(minute))
+    store.save(made, expected_version=version - 1)
+    return made
+
+
+def test_runs_lists_runs_by_their_newest_checkpoint(harness: Harness) -> None:
+    store = harness.store
+    assert store.runs() == []
+    assert store.runs(limit=3) == []
+    write(store, "a", 1)
+    write(store, "b", 2)
+    write(store, "a", 3)
+    write(store, "c", 4)
+    assert store.runs() == ["c", "a", "b"]
+    write(store, "b", 5)  # written again: to the front
+    assert store.runs() == ["b", "c", "a"]
+    assert store.runs(limit=2) == ["b", "c"]
+    assert store.runs(limit=3) == ["b", "c", "a"]
+    assert store.runs(limit=10) == ["b", "c", "a"]
+    assert store.runs(limit=None) == ["b", "c", "a"]
+    assert store.runs(limit=0) == []
+    # Another handle on the same storage sees the same.
+    assert harness.reopen().runs() == ["b", "c", "a"]
+
+
+def test_runs_made_at_the_same_time_are_in_run_id_order(harness: Harness) -> None:
+    store = harness.store
+    for run_id in ("b", "é", "B", "a", "A", "a b", "Z"):
+        write(store, run_id, 7)
+    write(store, "older", 1)
+    write(store, "newer", 9)
+    # Code point order, whatever the database's collation: "B" before "a", "é" last.
+    assert store.runs() == ["newer", "A", "B", "Z", "a", "a b", "b", "é", "older"]
+    assert store.runs(limit=3) == ["newer", "A", "B"]
+
+
+def test_runs_ordered_by_checkpoint_time_not_id(harness: Harness) -> None:
+    store = harness.store
+    # Ids that sort against the times they were made: the time decides.
+    for run_id, checkpoint_id, minute in (("x", "zzz", 1), ("y", "aaa", 2)):
+        made = checkpoint(run_id, 1, checkpoint_id=checkpoint_id, created_at=at(minute))
+        store.save(made, expected_version=0)
+    # Ids made by new_checkpoint_id, whose time is the checkpoint's (SQLite stores it once).
+    chain = CheckpointChain("z")
+    made = chain.next(step=1, state={"data": {}})
+    assert made.created_at > at(2)
+    store.save(made, expected_version=0)
+    assert store.runs() == ["z", "y", "x"]
+
+
+@pytest.mark.parametrize("limit", [-1, 1.5, True, "2"])
+async def test_runs_refuses_a_bad_limit(harness: Harness, limit: Any) -> None:
+    write(harness.store, "a", 1)
+    with pytest.raises(ValueError, match="limit"):
+        harness.store.runs(limit=limit)
+    with pytest.raises(ValueError, match="limit"):
+        await harness.store.aruns(limit=limit)
+
+
+def test_runs_leaves_out_deleted_runs_and_checkpoints(harness: Harness) -> None:
+    store = harness.store
+    a = [write(store, "a", 1), write(store, "a", 5)]
+    write(store, "b", 3)
+    write(store, "c", 4)
+    write(store, "gone", 6)
+    assert store.runs() == ["gone", "a", "c", "b"]
+    assert store.delete_run("gone") == 1
+    assert store.runs() == ["a", "c", "b"]
+    # Deleting a run's head: its place is now that of its newest remaining checkpoint.
+    assert store.delete(a[1].checkpoint_id) is True
+    assert store.runs() == ["c", "b", "a"]
+    # A run whose checkpoints were all deleted one by one is not listed either.
+    assert store.delete(a[0].checkpoint_id) is True
+    assert store.runs() == ["c", "b"]
+    assert store.delete_run("b") == 1
+    assert store.delete_run("c") == 1
+    assert store.runs() == []
+    # A deleted run written again is listed again.
+    write(store, "gone", 7)
+    assert store.runs() == ["gone"]
+
+
+async def test_aruns_agrees_with_runs(harness: Harness) -> None:
+    store = harness.store
+    assert await store.aruns() == []
+    for run_id, minute in (("p", 1), ("q", 2), ("r", 3), ("p", 4)):
+        write(store, run_id, minute)
+    assert await store.aruns() == store.runs() == ["p", "r", "q"]
+    for limit in (0, 1, 2, 5, None):
+        assert await store.aruns(limit=limit) == store.runs(limit=limit)
+    await store.adelete_run("r")
+    assert await store.aruns() == store.runs() == ["p", "q"]
+
+
 # ------------------------------------------------------------------- delete
 
 

@@ -132,3 +132,69 @@ def test_malformed_index_and_writes_files_are_decode_errors(tmp_path: Path) -> N
         writes.write_text(garbage)
         with pytest.raises(CheckpointDecodeError, match=message):
             store.load("w1")
+
+
+def test_runs_reads_run_ids_from_head_not_directory_names(tmp_path: Path) -> None:
+    store = FileCheckpointStore(tmp_path)
+    run_ids = ["../escape", "a/b", "x" * 1000, "ünï"]
+    for minute, run_id in enumerate(run_ids):
+        made = cp(1, f"c-{minute}").replace(
+            run_id=run_id, created_at=WHEN + dt.timedelta(minutes=minute)
+        )
+        store.save(made, expected_version=0)
+    assert store.runs() == run_ids[::-1]
+    # Left by crashes and by hand: no HEAD (a first save that crashed, a deleted run), not a
+    # directory at all. None of them is a run.
+    (tmp_path / "runs" / "no-head").mkdir()
+    (tmp_path / "runs" / "no-head" / f"{1:012d}.json").write_bytes(b"{}")
+    (tmp_path / "runs" / "a-file").write_text("not a run")
+    store.save(cp(1, "left").replace(run_id="deleted"), expected_version=0)
+    store.delete_run("deleted")
+    assert store._run_dir("deleted").is_dir()  # its LOCK stays
+    assert FileCheckpointStore(tmp_path).runs() == run_ids[::-1]
+
+
+def test_runs_skips_a_first_save_that_crashed_before_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FileCheckpointStore(tmp_path)
+    store.save(cp(1), expected_version=0)
+    with monkeypatch.context() as patch:
+        fail_on(patch, "HEAD")
+        with pytest.raises(OSError, match="simulated crash"):
+            store.save(cp(1, "other").replace(run_id="crashed"), expected_version=0)
+    assert (store._run_dir("crashed") / f"{1:012d}.json").exists()
+    assert store.runs() == ["run"]
+
+
+@pytest.mark.parametrize(
+    ("head", "message"),
+    [
+        (b"{", "malformed HEAD"),
+        (b'{"version": 1}', "malformed HEAD"),
+        (b"[]", "malformed HEAD"),
+        (b'{"run_id": 5, "version": 1}', "another run"),
+        (b'{"run_id": "other", "version": 1}', "another run"),
+    ],
+)
+def test_runs_refuses_a_head_that_does_not_name_its_run(
+    tmp_path: Path, head: bytes, message: str
+) -> None:
+    store = FileCheckpointStore(tmp_path)
+    store.save(cp(1), expected_version=0)
+    (store._run_dir("run") / "HEAD").write_bytes(head)
+    with pytest.raises(CheckpointDecodeError, match=message):
+        store.runs()
+
+
+def test_runs_refuses_a_record_of_another_run(tmp_path: Path) -> None:
+    store = FileCheckpointStore(tmp_path)
+    store.save(cp(1), expected_version=0)
+    store.save(cp(1, "o1").replace(run_id="other"), expected_version=0)
+    moved = (store._run_dir("other") / f"{1:012d}.json").read_bytes()
+    (store._run_dir("run") / f"{1:012d}.json").write_bytes(moved)
+    with pytest.raises(CheckpointDecodeError, match="a checkpoint of run 'other' in run 'run'"):
+        store.runs()
+    (store._run_dir("run") / f"{1:012d}.json").write_bytes(b"{oops")
+    with pytest.raises(CheckpointDecodeError, match="not valid stored JSON"):
+        store.runs()

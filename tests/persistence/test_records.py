@@ -45,9 +45,16 @@ json_value = st.recursive(
     ),
     max_leaves=12,
 )
+# The conversation is a log of encoded messages, which diff_state takes for
+# append-only without comparing the types of its entries (a long run's diffs would
+# be quadratic otherwise): entries are drawn as messages are encoded, so an old
+# entry never equals a new one of another type (False == 0).
+encoded_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool"]), "content": st.text(max_size=6)}
+)
 state_shape = st.fixed_dictionaries(
     {
-        "messages": st.lists(json_value, max_size=4),
+        "messages": st.lists(encoded_message, max_size=4),
         "data": st.dictionaries(st.text(max_size=6), json_value, max_size=5),
     },
     optional={"metadata": st.dictionaries(st.sampled_from(["a", "/", "~", "~1"]), json_value)},

@@ -51,6 +51,7 @@ def test_the_loop_searches_until_complete_then_writes_a_cited_report() -> None:
 
     assert result.node_order == [
         "think", "gap", "decide", "select", "search", "think", "gap", "decide", "write",
+        "report",
     ]  # fmt: skip
     assert result.state["stop_reason"] == "complete"
     assert result.state["iteration"] == 1
@@ -94,7 +95,7 @@ def test_max_iterations_routes_to_the_writer() -> None:
     result = research.run(QUESTION)
     assert tool.queries == ["storage 1", "storage 2"]
     assert result.state["stop_reason"] == "max_iterations"
-    assert result.node_order[-1] == "write"
+    assert result.node_order[-2:] == ["write", "report"]
     assert result.markdown
 
 
@@ -111,7 +112,7 @@ def test_a_token_budget_stops_research_before_it_is_exceeded_and_still_writes() 
     result = research.run(QUESTION)
 
     assert result.state["stop_reason"] == "token_budget"
-    assert result.node_order[-1] == "write"
+    assert result.node_order[-2:] == ["write", "report"]
     # Measured at 1000 tokens a call: every iteration costs 4000 (select, think, gap + ...).
     assert result.total_usage.total_tokens <= 9000
     assert result.state["iteration"] >= 1
@@ -162,6 +163,8 @@ def test_bad_tools_are_refused() -> None:
         IterativeResearch(tools=[CountingSearch(), CountingSearch()])
     with pytest.raises(ValueError, match="tool name 'web search' must be"):
         IterativeResearch(tools=[CountingSearch("web search")])
+    with pytest.raises(ValueError, match="tool name 3 must be a string"):
+        IterativeResearch(tools=[CountingSearch(3)])  # type: ignore[arg-type]
 
 
 def test_offline_on_the_local_provider() -> None:
@@ -186,7 +189,7 @@ def test_a_checkpointed_loop_continues_without_searching_again(tmp_path: Path) -
     done = second.run(None, checkpoint_store=store, run_id="r1")
     assert done.stop_reason == "end"
     assert again.queries == []  # the evidence came back from the checkpoint
-    assert done.sources == paused.state["evidence"][: len(done.sources)]
+    assert {s.source_id for s in done.sources} <= {e.source_id for e in paused.state["evidence"]}
     store.close()
 
 
@@ -195,3 +198,55 @@ async def test_astream_reports_the_research_as_it_goes() -> None:
     kinds = [item["research"] async for item in research.astream(QUESTION, stream_mode="custom")]
     assert kinds == ["decision", "search", "decision"]
     await asyncio.sleep(0)
+
+
+def test_sources_are_numbered_as_the_report_cites_them() -> None:
+    model = ResearchModel(write=lambda section: "Hydro is old [3]. Batteries are fast [1].")
+    result = IterativeResearch(tools=[CountingSearch()], provider=model.provider()).run(QUESTION)
+    shown = result.sections[0].sources
+    # [3] came first in the text, so it is the report's [1].
+    assert result.sources[0].source_id == shown[2].source_id
+    assert result.sources[1].source_id == shown[0].source_id
+    assert result.markdown.startswith(f"# {QUESTION}\n\nHydro is old [1]. Batteries are fast [2].")
+    listed = result.markdown.split("## Sources\n\n")[1].splitlines()
+    assert listed[0].endswith(result.sources[0].source_id)
+
+
+def test_failed_and_reasked_calls_count_against_the_token_budget() -> None:
+    from selectgraph import Usage
+    from selectgraph.providers import CompletionRequest, LocalReply
+
+    def always_bad(request: CompletionRequest) -> LocalReply:
+        # 1000 tokens a call; the gap finder never answers in its schema (re-asked once).
+        text = "not json" if request.response_format is not None else "thoughts"
+        return LocalReply(text=text, usage=Usage(input_tokens=500, output_tokens=500, calls=1))
+
+    from selectgraph.testing import ScriptedProvider
+
+    budget = ResearchBudget(max_iterations=10, max_tokens=9000, reserve_tokens=1000)
+    research = IterativeResearch(
+        tools=[CountingSearch()], provider=ScriptedProvider([always_bad] * 100), budget=budget
+    )
+    result = research.run(QUESTION)
+    assert result.state["stop_reason"] == "token_budget"
+    assert result.total_usage.total_tokens <= 9000
+    assert result.state["spent_tokens"] == result.total_usage.total_tokens
+
+
+def test_a_failing_writer_still_gives_a_report_of_the_evidence() -> None:
+    from selectgraph import ProviderRequestError
+
+    model = ResearchModel(write=lambda s: ProviderRequestError("writer down", provider="s"))
+    result = IterativeResearch(tools=[CountingSearch()], provider=model.provider()).run(QUESTION)
+    assert result.stop_reason == "end"
+    assert result.sections[0].error == "ProviderRequestError: writer down"
+    assert "> The writer failed (ProviderRequestError: writer down)" in result.markdown
+    assert "**Key evidence**" in result.markdown
+    assert result.sources
+
+
+@pytest.mark.parametrize("question", [None, "", "   "])
+def test_a_run_needs_a_question(question: str | None) -> None:
+    research = IterativeResearch(tools=[CountingSearch()], provider=ResearchModel().provider())
+    with pytest.raises(ValueError, match=r"research needs a question|must be non-empty text"):
+        research.run(question)

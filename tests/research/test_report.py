@@ -65,3 +65,15 @@ def test_urls_are_listed_when_sources_have_them() -> None:
     web = Evidence(source_id="w1", title="Page", snippet="s", url="https://example.org/p")
     report = section_report(title="T", question="q", text="Said [1].", shown=[web])
     assert "[1] Page, https://example.org/p" in render_report(title="R", sections=[report]).markdown
+
+
+def test_years_in_brackets_are_not_citations() -> None:
+    assert renumber("Built in [2019], see [1].", {1: 4}) == "Built in [2019], see [4]."
+    assert cited_numbers("In [1999] and [2].") == [2]
+
+
+def test_key_evidence_past_the_sources_is_ignored() -> None:
+    section = section_report(title="T", question="q", text="x", shown=[ev("a.md")])
+    broken = section.model_copy(update={"key_evidence": [1, 2, 7]})
+    md = render_report(title="R", sections=[broken]).markdown
+    assert md.count('- "text of a.md"') == 1

@@ -95,3 +95,11 @@ async def test_the_example_corpus_answers_the_example_question() -> None:
     hits = await search.search("grid-scale batteries pumped hydro long-duration storage")
     assert hits[0].source_id == "batteries-vs-pumped-hydro.md"
     assert len(hits) == 5
+
+
+async def test_a_query_whose_words_match_nothing_finds_nothing() -> None:
+    search = LocalCorpusSearch(CORPUS)
+    assert await search.search("zebra quagga") == []  # no document, and no crash
+    hits = await search.search("zebra batteries")
+    assert hits
+    assert all("batter" in (h.title + h.snippet).lower() for h in hits)

@@ -63,3 +63,27 @@ def test_pause_before_an_unknown_node_is_a_build_error() -> None:
 def test_model_split_defaults_to_no_split() -> None:
     supervisor = SupervisorAgent(agents={"a": agent()}, provider=LocalProvider())
     assert supervisor.model_split == ModelSplit()
+
+
+@pytest.mark.parametrize(
+    ("task", "error", "message"),
+    [
+        (None, ValueError, "needs a task"),
+        ("  ", ValueError, "the task is empty"),
+        ({"question": "x"}, ValueError, "needs a non-empty 'task'; got keys \\['question'\\]"),
+        (42, TypeError, "got int"),
+    ],
+)
+def test_a_run_needs_a_task(task: Any, error: type, message: str) -> None:
+    supervisor = SupervisorAgent(agents={"a": agent()}, provider=LocalProvider())
+    with pytest.raises(error, match=message):
+        supervisor.run(task)
+
+
+def test_a_task_may_come_in_a_mapping_with_more_data() -> None:
+    supervisor = SupervisorAgent(
+        agents={"a": agent()}, provider=LocalProvider(), strategy="round_robin", max_rounds=1
+    )
+    result = supervisor.run({"task": "Explain tides", "audience": "children"})
+    assert result.state["audience"] == "children"
+    assert result.state["task"] == "Explain tides"

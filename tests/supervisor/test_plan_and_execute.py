@@ -202,6 +202,8 @@ def test_max_rounds_bounds_the_steps_across_a_replan() -> None:
     )
     result = SupervisorAgent(agents=agents, provider=boss, strategy=PE, max_rounds=2).run("t")
 
+    # The replanner is told how many steps are left, not max_rounds again.
+    assert "a new plan of at most 1 steps" in last_user(boss.requests[1])
     assert [t.agent for t in result.turns] == ["researcher", "writer"]
     assert result.rounds == 2
     assert not result.completed
