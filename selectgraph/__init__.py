@@ -31,7 +31,7 @@ from selectgraph._errors import (
     VisitLimitExceeded,
 )
 from selectgraph._messages import Message, Role, ToolCall
-from selectgraph._sentinels import END
+from selectgraph._sentinels import END, START
 from selectgraph._serialization import StateSerializer
 from selectgraph._usage import Usage
 from selectgraph.agents import (
@@ -78,6 +78,7 @@ from selectgraph.graph import (
     reducer,
     update,
 )
+from selectgraph.graph._directives import Command
 from selectgraph.graph._interrupts import Interrupt, InterruptRequest, PauseToken
 from selectgraph.guardrails import GuardrailsPipeline
 from selectgraph.observe import (
@@ -124,6 +125,7 @@ __version__ = "0.1.0"
 __all__ = [
     "END",
     "LAST_OUTPUT",
+    "START",
     "STATE_KEY_LAST_OUTPUT",
     "Agent",
     "AgentConfig",
@@ -140,6 +142,7 @@ __all__ = [
     "CheckpointDecodeError",
     "CheckpointNotFound",
     "CheckpointStore",
+    "Command",
     "CompiledGraph",
     "ContextMode",
     "Diagnostic",

@@ -1,11 +1,11 @@
-"""Sentinels: END (the routing target that stops a run) and UNSET (an argument not given)."""
+"""Sentinels: END (the target that stops a run), START (where it begins), UNSET (not given)."""
 
 from __future__ import annotations
 
 from enum import Enum
 from typing import Final, TypeAlias
 
-__all__ = ["END", "UNSET", "EndType", "Target", "Unset"]
+__all__ = ["END", "START", "UNSET", "EndType", "StartType", "Target", "Unset"]
 
 
 class EndType(Enum):
@@ -22,6 +22,22 @@ class EndType(Enum):
 
 END: Final = EndType.END
 """Routing target that stops the run. A sentinel, not a node name: a node may be called "END"."""
+
+
+class StartType(Enum):
+    """Type of :data:`START`."""
+
+    START = "__start__"
+
+    def __repr__(self) -> str:
+        return "START"
+
+    def __str__(self) -> str:
+        return "START"
+
+
+START: Final = StartType.START
+"""Where a run begins, as LangGraph spells it: ``add_edge(START, "a")`` is ``set_entry("a")``."""
 
 
 class Unset(Enum):

@@ -23,6 +23,7 @@ EXPECTED = {
     "09_approval_workflow.py": "fact-check ran 1 time(s), in process 1: context.once kept it",
     "10_supervisor.py": "== MAGENTIC: end, 3 round(s)",
     "11_deep_research.py": "## Sources\n\n[1] ",
+    "12_studio.py": "Watch it run:  selectgraph studio examples/12_studio.py:graph",
 }
 
 

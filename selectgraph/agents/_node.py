@@ -53,9 +53,13 @@ class AgentNode:
     """The adapter that runs an :class:`Agent` as one node of a graph."""
 
     kind = "agent"
+    """Shown in diagrams."""
     is_async = True
+    """An agent node is awaited (it calls its model asynchronously)."""
     executor_retries = False
+    """ErrorPolicy.RETRY does not apply: an agent retries through its judge instead."""
     wants_context = True
+    """It is given the :class:`~selectgraph.NodeContext`."""
 
     def __init__(
         self,

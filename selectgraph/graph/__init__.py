@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from selectgraph.graph._builder import AgentGraph
 from selectgraph.graph._compiled import CompiledGraph, GraphSettings
-from selectgraph.graph._directives import Directive, goto, update
+from selectgraph.graph._directives import Command, Directive, goto, update
 from selectgraph.graph._nodes import NodeAdapter, NodeContext, NodeSpec
 from selectgraph.graph._parallel import FailureMode, MergePolicy, ParallelGroup, Scatter
 from selectgraph.graph._policies import (
@@ -37,6 +37,7 @@ __all__ = [
     "LAST_OUTPUT",
     "STATE_KEY_LAST_OUTPUT",
     "AgentGraph",
+    "Command",
     "CompiledGraph",
     "Condition",
     "ConditionSyntaxError",

@@ -6,6 +6,7 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Coroutine,
+    Generator,
     Hashable,
     Iterable,
     Mapping,
@@ -16,7 +17,7 @@ from typing import Any, ClassVar, Literal, Self, Unpack
 
 from selectgraph._callables import callable_name
 from selectgraph._errors import Diagnostic, GraphBuildError
-from selectgraph._sentinels import END, UNSET, EndType, Unset
+from selectgraph._sentinels import END, START, UNSET, EndType, StartType, Unset
 from selectgraph._serialization import StateSerializer
 from selectgraph.graph._adapters import make_adapter, reject_class
 from selectgraph.graph._cache import check_cacheable
@@ -55,6 +56,7 @@ from selectgraph.graph._state import GraphState
 from selectgraph.observe._delivery import DrainSummary
 from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
+from selectgraph.observe._stream import StreamMode
 from selectgraph.persistence._node_cache import CachePolicy, InMemoryNodeCache, NodeCache
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.runtime._control import Budget, CancellationToken
@@ -522,7 +524,7 @@ class AgentGraph:
 
     def add_edge(
         self,
-        source: str | EndType,
+        source: str | EndType | StartType,
         target: str | EndType | Sequence[str],
         *,
         condition: str | Callable[[GraphState], Any] | None = None,
@@ -553,6 +555,14 @@ class AgentGraph:
         until the nearest node all of them lead to (the join), and that node
         runs once, after all of them, on their merged writes.
         """
+        if source is START:
+            # LangGraph's spelling of the entry: add_edge(START, "first").
+            if condition is not None or not isinstance(target, str):
+                raise TypeError(
+                    "add_edge(START, ...) names the one node every run starts at; "
+                    f"got {target!r}" + (" with a condition" if condition is not None else "")
+                )
+            return self.set_entry(target)
         declared: str | EndType | Branches
         if isinstance(target, list | tuple):
             _check_options(
@@ -698,6 +708,20 @@ class AgentGraph:
 
     set_entry_point = set_entry
 
+    def set_finish_point(self, name: str) -> Self:
+        """End the run after ``name`` (LangGraph's spelling of ``add_edge(name, END)``)."""
+        return self.add_edge(name, END)
+
+    def add_conditional_edges(
+        self,
+        source: str,
+        path: Callable[[GraphState], Any],
+        path_map: Mapping[Hashable, str | EndType] | Sequence[str | EndType] | None = None,
+        **options: Any,
+    ) -> Self:
+        """LangGraph's spelling of :meth:`add_conditional_edge`."""
+        return self.add_conditional_edge(source, path, path_map, **options)
+
     @classmethod
     def from_spec(cls, spec: Any, *, allowed_modules: Iterable[str] | None = None) -> AgentGraph:
         """Build a graph from a GraphSpec, a mapping, or a YAML/JSON file path.
@@ -772,8 +796,12 @@ class AgentGraph:
             raise GraphBuildError(errors)
         return [d for d in diagnostics if d.severity == "warning"]
 
-    def compile(self) -> CompiledGraph:
+    def compile(self, *, checkpointer: CheckpointStore | None = None) -> CompiledGraph:
         """The validated, immutable graph (cached until the graph changes).
+
+        Args:
+            checkpointer: A store for runs given none (LangGraph's spelling): the
+                compiled graph's ``run``, ``invoke``, ``get_state``... use it.
 
         Raises:
             GraphBuildError: listing every error found.
@@ -782,6 +810,8 @@ class AgentGraph:
         if self._compiled is None or self._compiled_key != key:
             self._compiled = compile_graph(self)
             self._compiled_key = key
+        if checkpointer is not None:
+            return self._compiled.with_checkpointer(checkpointer)
         return self._compiled
 
     # --------------------------------------------------------------- running
@@ -813,6 +843,29 @@ class AgentGraph:
         """Wait for async observers of one run; see :meth:`CompiledGraph.drain_events_for`."""
         return await self.compile().drain_events_for(run_id, timeout=timeout)
 
+    def invoke(
+        self, input: Any = None, config: Mapping[str, Any] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Run and return the final state's data, as LangGraph does (see CompiledGraph.invoke)."""
+        return self.compile().invoke(input, config, **options)
+
+    async def ainvoke(
+        self, input: Any = None, config: Mapping[str, Any] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Async :meth:`invoke`."""
+        return await self.compile().ainvoke(input, config, **options)
+
+    def stream(
+        self,
+        input: Any = None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: StreamMode | Sequence[StreamMode] = "updates",
+        **options: Any,
+    ) -> Generator[Any, None, None]:
+        """Run and yield as it goes, from synchronous code; see :meth:`CompiledGraph.stream`."""
+        return self.compile().stream(input, config, stream_mode=stream_mode, **options)
+
     def resume(
         self,
         interrupt_id: str | Mapping[str, Any],
@@ -835,7 +888,7 @@ class AgentGraph:
         self,
         run_id: str,
         *,
-        checkpoint_store: CheckpointStore,
+        checkpoint_store: CheckpointStore | None = None,
         serializer: StateSerializer | None = None,
     ) -> StateSnapshot:
         """The run's latest checkpoint; see :meth:`CompiledGraph.get_state`."""
@@ -847,7 +900,7 @@ class AgentGraph:
         self,
         run_id: str,
         *,
-        checkpoint_store: CheckpointStore,
+        checkpoint_store: CheckpointStore | None = None,
         limit: int | None = None,
         serializer: StateSerializer | None = None,
     ) -> list[StateSnapshot]:
@@ -861,7 +914,7 @@ class AgentGraph:
         run_id: str,
         values: Mapping[str, Any],
         *,
-        checkpoint_store: CheckpointStore,
+        checkpoint_store: CheckpointStore | None = None,
         as_node: str | None = None,
         serializer: StateSerializer | None = None,
     ) -> str:

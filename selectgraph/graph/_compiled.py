@@ -5,18 +5,28 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import copy
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from selectgraph._errors import Diagnostic, GraphRunError, StateValidationError
 from selectgraph._sentinels import EndType
 from selectgraph._serialization import StateSerializer, default_serializer
-from selectgraph._sync import run_sync
+from selectgraph._sync import iterate_sync, run_sync
 from selectgraph.graph._adapters import FunctionAdapter
 from selectgraph.graph._edges import Edge, NodeRoutes
 from selectgraph.graph._interrupts import interrupt_run_id
+from selectgraph.graph._langgraph import invoke_run, state_values
 from selectgraph.graph._merge import Merger
 from selectgraph.graph._nodes import NodeSpec
 from selectgraph.graph._policies import (
@@ -169,16 +179,27 @@ class CompiledGraph:
         serializer: StateSerializer | None = None,
     ) -> None:
         self.name = name
+        """The graph's name (traces, events, diagrams)."""
         self.entry = entry
+        """The node every run starts at."""
         self.nodes: Mapping[str, NodeSpec] = dict(nodes)
+        """Every node as compiled, by name, in declaration order."""
         self.routes: Mapping[str, NodeRoutes] = dict(routes)
+        """Each node's outgoing edges, ready for routing."""
         self.edges: tuple[Edge, ...] = tuple(edges)
+        """Every edge, in declaration order."""
         self.schema = schema
+        """The state schema (fields, reducers, validation)."""
         self.settings = settings
+        """Run-time rules: step limit, error policy, budgets, pause gates..."""
         self.observers = tuple(observers)
+        """Told every event of every run."""
         self.warnings: tuple[Diagnostic, ...] = tuple(warnings)
         """Non-fatal problems compile found."""
+        self.checkpointer: CheckpointStore | None = None
+        """The store runs use when none is passed (``AgentGraph.compile(checkpointer=...)``)."""
         self.description = description
+        """What the graph does (diagrams, parent graphs)."""
         self.serializer = serializer or default_serializer()
         """Encodes states for checkpoints and restores them: the library's types plus the
         state schema's own (a run may pass another)."""
@@ -352,6 +373,8 @@ class CompiledGraph:
         pause_after: Iterable[str] | None,
         serializer: StateSerializer | None,
     ) -> DurableOptions | None:
+        if store is None:
+            store = self.checkpointer
         if (
             store is None
             and pause is None
@@ -589,37 +612,44 @@ class CompiledGraph:
         )
 
     # ------------------------------------------------------------ time travel
+    def _store_for(self, what: str, store: CheckpointStore | None) -> CheckpointStore:
+        chosen = store if store is not None else self.checkpointer
+        if chosen is None:
+            raise ValueError(
+                f"{what} reads a checkpoint store: pass checkpoint_store=..., or compile the "
+                "graph with compile(checkpointer=...)"
+            )
+        return chosen
+
     def get_state(
         self,
         run_id: str,
         *,
-        checkpoint_store: CheckpointStore,
+        checkpoint_store: CheckpointStore | None = None,
         serializer: StateSerializer | None = None,
     ) -> StateSnapshot:
         """The run's latest checkpoint: its state, what runs next and any pending interrupts."""
-        return _drive(
-            get_state(self, checkpoint_store, run_id, serializer or self.serializer, True)
-        )
+        store = self._store_for("get_state", checkpoint_store)
+        return _drive(get_state(self, store, run_id, serializer or self.serializer, True))
 
     def get_history(
         self,
         run_id: str,
         *,
-        checkpoint_store: CheckpointStore,
+        checkpoint_store: CheckpointStore | None = None,
         limit: int | None = None,
         serializer: StateSerializer | None = None,
     ) -> list[StateSnapshot]:
         """Every checkpoint of the run, newest first; fork from one with ``checkpoint_id=``."""
-        return _drive(
-            get_history(self, checkpoint_store, run_id, serializer or self.serializer, True, limit)
-        )
+        store = self._store_for("get_history", checkpoint_store)
+        return _drive(get_history(self, store, run_id, serializer or self.serializer, True, limit))
 
     def update_state(
         self,
         run_id: str,
         values: Mapping[str, Any],
         *,
-        checkpoint_store: CheckpointStore,
+        checkpoint_store: CheckpointStore | None = None,
         as_node: str | None = None,
         serializer: StateSerializer | None = None,
     ) -> str:
@@ -630,9 +660,59 @@ class CompiledGraph:
         routing from it (pending interrupts are dropped). Without, the run
         continues where it was, interrupts and all.
         """
-        options = self._durable_options(checkpoint_store, "sync", None, None, None, serializer)
+        store = self._store_for("update_state", checkpoint_store)
+        options = self._durable_options(store, "sync", None, None, None, serializer)
         assert options is not None
         return _drive(update_state(self, run_id, values, options, as_node=as_node, blocking=True))
+
+    # ------------------------------------------------------------ LangGraph's spellings
+    def with_checkpointer(self, checkpointer: CheckpointStore | None) -> CompiledGraph:
+        """This graph, with ``checkpointer`` as the store of runs given none."""
+        bound = copy.copy(self)
+        bound.checkpointer = checkpointer
+        return bound
+
+    def invoke(
+        self, input: Any = None, config: Mapping[str, Any] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Run to a stop and return the final state's data, as LangGraph's ``invoke`` does.
+
+        ``config`` is LangGraph's (``configurable.thread_id`` is the run id,
+        ``configurable.checkpoint_id`` a checkpoint to continue or fork from,
+        ``recursion_limit`` the step limit); ``invoke(Command(resume=answer), config)``
+        answers the run's pending question. ``run()`` returns the whole GraphResult.
+        """
+        kind, graph, start, chosen = invoke_run(self, input, config, options)
+        if kind == "resume":
+            return state_values(graph.resume(start, **chosen))
+        return state_values(graph.run(start, **chosen))
+
+    async def ainvoke(
+        self, input: Any = None, config: Mapping[str, Any] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Async :meth:`invoke`."""
+        kind, graph, start, chosen = invoke_run(self, input, config, options)
+        if kind == "resume":
+            return state_values(await graph.aresume(start, **chosen))
+        return state_values(await graph.arun(start, **chosen))
+
+    def stream(
+        self,
+        input: Any = None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: StreamMode | Sequence[StreamMode] = "updates",
+        **options: Any,
+    ) -> Generator[Any, None, None]:
+        """Run and yield as it goes, from synchronous code (LangGraph's ``stream``).
+
+        The default ``stream_mode`` is ``"updates"`` (``{node: what it wrote}`` per
+        step), as in LangGraph; every mode of :meth:`astream` is available.
+        """
+        kind, graph, start, chosen = invoke_run(self, input, config, options)
+        if kind == "resume":
+            raise TypeError("stream() starts or continues a run; resume with invoke(Command(...))")
+        return iterate_sync(lambda: graph.astream(start, stream_mode=stream_mode, **chosen))
 
     async def astream(
         self,

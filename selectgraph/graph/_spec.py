@@ -257,9 +257,13 @@ class GraphSpec(_Strict):
     """A whole graph, declaratively. Build it with :meth:`build` or ``AgentGraph.from_spec``."""
 
     name: str = "graph"
+    """The graph's name (``AgentGraph(name)``)."""
     description: str = ""
+    """What the graph does, for diagrams and parent graphs."""
     goal: str = ""
+    """What the graph is for; agents and ``llm_decide`` edges are told it."""
     entry: str | None = None
+    """The first node; by default, the first node in ``nodes``."""
     state: _Reference | None = None
     """``module:attribute`` of a Pydantic model or TypedDict for ``state.data``."""
     reducers: dict[
@@ -272,14 +276,24 @@ class GraphSpec(_Strict):
     ] = Field(default_factory=dict)
     """Field -> reducer name, ``{factory: {kwargs}}``, or ``module:attribute``."""
     max_steps: int | None = 50
+    """Nodes a run may execute; ``None`` for no limit."""
     on_max_steps: MaxStepsAction = MaxStepsAction.RETURN_LAST
+    """What happens at the limit."""
     error_policy: ErrorPolicy = ErrorPolicy.ABORT
+    """What happens when a node raises (a node's own ``error_policy`` wins)."""
     retry: RetrySpec | None = None
+    """Backoff for ``ErrorPolicy.RETRY``."""
     enable_loop_detection: bool = True
+    """Detect a node about to rerun on an identical state."""
     on_loop: LoopAction = LoopAction.RAISE
+    """What happens when a loop is detected."""
     stall_threshold: int | None = 3
+    """Unchanged steps in a row that count as a stall; ``None`` disables."""
     nodes: dict[str, NodeEntry] = Field(default_factory=dict)
+    """The nodes by name: each runs a ``call`` reference or a ``subgraph``."""
     edges: list[EdgeEntry] = Field(default_factory=list)
+    """The edges: ``from`` a node ``to`` a node (or END) when ``condition`` holds, or
+    through a ``router``."""
 
     _allowed_modules: tuple[str, ...] | None = PrivateAttr(default=None)
     """The allow-list given when loading; :meth:`build` imports under it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from selectgraph._sentinels import END, EndType
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from selectgraph.graph._edges import Edge
     from selectgraph.graph._result import GraphResult
 
-__all__ = ["render_mermaid"]
+__all__ = ["MermaidLayout", "mermaid_layout", "render_mermaid"]
 
 _START_ID = "__start__"
 _END_ID = "__end__"
@@ -42,7 +43,21 @@ def _links(graph: CompiledGraph, edge: Edge) -> list[tuple[str | EndType, str, s
     ]
 
 
-def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> str:
+@dataclass(frozen=True, slots=True)
+class MermaidLayout:
+    """A graph's Mermaid flowchart and how its parts are named in it (for a live viewer)."""
+
+    text: str
+    """The flowchart."""
+    ids: dict[str, str]
+    """Node name -> Mermaid node id (``n0``, ``n1``...; ``__start__`` and ``__end__``)."""
+    links: list[tuple[str, str, int, str]]
+    """``(source, target, index, kind)`` of every arrow, ``index`` as Mermaid numbers
+    links (``linkStyle``), ``kind`` one of ``start``, ``edge``, ``parallel``, ``goto``;
+    sources and targets are node names, ``"__start__"`` or ``"__end__"``."""
+
+
+def mermaid_layout(graph: CompiledGraph, result: GraphResult | None = None) -> MermaidLayout:
     """A ``flowchart TD`` of ``graph``; with ``result``, fired edges are drawn thick and red.
 
     Node ids are positional (``n0``, ``n1``, ...), so any node name, spaces and
@@ -51,14 +66,19 @@ def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> s
     ids: dict[str | EndType, str] = {name: f"n{i}" for i, name in enumerate(graph.nodes)}
     ids[END] = _END_ID
     lines = ["flowchart TD", f'    {_START_ID}(["start"]) --> {ids[graph.entry]}']
+    links: list[tuple[str, str, int, str]] = [(_START_ID, graph.entry, 0, "start")]
     for name, spec in graph.nodes.items():
         kind = spec.adapter.kind
         label = name if kind == "function" else f"{name} ({kind})"
         lines.append(f'    {ids[name]}["{_escape(label)}"]')
     lines.append(f'    {_END_ID}(["END"])')
 
+    def link(source: str, target: str | EndType, kind: str) -> int:
+        index = len(links)
+        links.append((source, _END_ID if target is END else str(target), index, kind))
+        return index
+
     fired = FiredEdges(result)
-    link_index = 1  # link 0 is the start arrow
     highlighted: list[int] = []
     for edge in graph.edges:
         for target, label, arrow in _links(graph, edge):
@@ -66,20 +86,20 @@ def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> s
                 label = f"on {edge.trigger}" + (f": {label}" if label else "")
             text = f'|"{_escape(label)}"|' if label else ""
             lines.append(f"    {ids[edge.source]} {arrow}{text} {ids[target]}")
+            index = link(str(edge.source), target, "edge")
             if fired.took(edge, target):
-                highlighted.append(link_index)
-            link_index += 1
+                highlighted.append(index)
     for name, spec in graph.nodes.items():
         for member in spec.group.members if spec.group is not None else ():
             lines.append(f'    {ids[name]} ==>|"parallel"| {ids[member]}')
+            index = link(name, member, "parallel")
             if fired.ran(member, name):
-                highlighted.append(link_index)
-            link_index += 1
+                highlighted.append(index)
         for target in spec.destinations or ():
             lines.append(f'    {ids[name]} -.->|"goto"| {ids[target]}')
+            index = link(name, target, "goto")
             if fired.took_goto(name, target):
-                highlighted.append(link_index)
-            link_index += 1
+                highlighted.append(index)
     for index in highlighted:
         lines.append(f"    linkStyle {index} stroke:#d33,stroke-width:3px")
     if result is not None:
@@ -87,4 +107,16 @@ def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> s
         if visited:
             lines.append("    classDef visited fill:#fde8e8,stroke:#d33")
             lines.append(f"    class {','.join(ids[n] for n in visited)} visited")
-    return "\n".join(lines)
+    names = {str(name): node_id for name, node_id in ids.items() if name is not END}
+    names[_START_ID] = _START_ID
+    names[_END_ID] = _END_ID
+    return MermaidLayout("\n".join(lines), names, links)
+
+
+def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> str:
+    """A ``flowchart TD`` of ``graph``; with ``result``, fired edges are drawn thick and red.
+
+    Node ids are positional (``n0``, ``n1``, ...), so any node name, spaces and
+    punctuation included, gets a valid and unique id; names appear as labels.
+    """
+    return mermaid_layout(graph, result).text

@@ -284,7 +284,9 @@ class Subscription:
 
     def __init__(self, observer: Any, phases: frozenset[str]) -> None:
         self.observer = observer
+        """The observer told of the events."""
         self.phases = phases
+        """The phases whose node events it is told of; events without a phase always are."""
 
     def listener(self) -> Listener:
         """The inner observer's listener, behind the phase filter."""

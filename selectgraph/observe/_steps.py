@@ -28,15 +28,28 @@ class StepType(StrEnum):
     """The kind of a :class:`TraceStep` (seed 004, "Trace Steps")."""
 
     GRAPH_NODE_START = "graph_node_start"
+    """A node began (:class:`~selectgraph.observe.NodeStarted`)."""
     GRAPH_NODE_END = "graph_node_end"
+    """A node finished (:class:`~selectgraph.observe.NodeFinished`); has ``duration_ms``."""
     GRAPH_ROUTING = "graph_routing"
+    """Routing chose the next node (:class:`~selectgraph.observe.EdgeFired`); has
+    ``from_node`` and ``to_node``."""
     GRAPH_CHECKPOINT = "graph_checkpoint"
+    """A checkpoint was written (:class:`~selectgraph.observe.CheckpointSaved`)."""
     GRAPH_INTERRUPT = "graph_interrupt"
+    """A node asked a question (:class:`~selectgraph.observe.InterruptRaised`)."""
     GRAPH_RESUME = "graph_resume"
+    """The run continued (:class:`~selectgraph.observe.RunResumed`)."""
     GRAPH_PARALLEL_START = "graph_parallel_start"
+    """A fan-out started (:class:`~selectgraph.observe.ParallelStarted`); has
+    ``children``."""
     GRAPH_PARALLEL_END = "graph_parallel_end"
+    """A fan-out was joined (:class:`~selectgraph.observe.ParallelFinished`)."""
     GRAPH_STALL = "graph_stall"
+    """The state stopped changing (:class:`~selectgraph.observe.StallDetected`)."""
     GRAPH_LOOP_DETECTED = "graph_loop_detected"
+    """A node was about to rerun on an identical state
+    (:class:`~selectgraph.observe.LoopDetected`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,10 +57,14 @@ class TraceStep:
     """One entry of ``result.trace.steps``; fields a kind does not have are ``None``."""
 
     type: StepType
+    """What kind of step it is; it says which of the fields below are set."""
     step_number: int
     """The graph's step counter when it happened."""
     timestamp: float
+    """Wall-clock time of the event it comes from (``time.time()``)."""
     node_name: str | None = None
+    """The node it is about (a fan-out's or a routing's source node); ``None`` when there
+    is none, as for GRAPH_CHECKPOINT."""
     duration_ms: float | None = None
     """GRAPH_NODE_END and GRAPH_PARALLEL_END."""
     from_node: str | None = None

@@ -17,7 +17,17 @@ from selectgraph.observe._events import (
 __all__ = ["StreamMode", "stream_converter"]
 
 StreamMode = Literal["events", "updates", "values", "messages", "custom"]
-"""What ``astream()`` yields: see :meth:`~selectgraph.CompiledGraph.astream`."""
+"""What ``astream(input, stream_mode=...)`` yields (see :meth:`~selectgraph.CompiledGraph.astream`).
+
+- ``"events"`` (default): every :class:`~selectgraph.GraphEvent`.
+- ``"updates"``: ``{node: what it wrote}`` after each node that succeeded.
+- ``"values"``: a copy of ``state.data`` at the start, after each node and after each
+  fan-out's merge.
+- ``"messages"``: ``(text, metadata)`` for each piece of text an agent streams.
+- ``"custom"``: whatever nodes publish with ``context.emit_custom(data)``.
+
+A list of modes yields ``(mode, item)`` pairs, in event order.
+"""
 
 _MODES: tuple[str, ...] = get_args(StreamMode)
 _NOTHING: tuple[Any, ...] = ()

@@ -154,6 +154,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
     """
 
     name = "anthropic"
+    """Provider name used in errors, traces and usage."""
     structured_modes: tuple[StructuredMode, ...] = ("json_schema", "instructions")
 
     def __init__(

@@ -131,6 +131,7 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
     """
 
     name = "openai"
+    """Provider name used in errors, traces and usage."""
     structured_modes: tuple[StructuredMode, ...] = ("json_schema", "json_object", "instructions")
 
     def __init__(

@@ -70,13 +70,22 @@ class ResearchProgress:
         self.console = console or Console()
         self.title = title
         self.sections: dict[int, SectionStatus] = {}
+        """Each section's status, by its index in the outline."""
         self.phase = "starting"
+        """Where the run is: starting, planning, researching, writing the report,
+        done (its stop reason) or failed."""
         self.input_tokens = 0
+        """Prompt tokens of every model call so far."""
         self.output_tokens = 0
+        """Answer tokens of every model call so far."""
         self.cost_usd = 0.0
+        """Cost of the priced model calls so far, in US dollars."""
         self.unpriced_calls = 0
+        """Model calls of a model with no known price (not in ``cost_usd``)."""
         self.calls = 0
+        """Model calls so far."""
         self.started = time.monotonic()
+        """When the view was created (``time.monotonic()``)."""
         self._live: Live | None = None
 
     # ---------------------------------------------------------------- events

@@ -158,6 +158,7 @@ class IterativeResearch(_Research):
         self.settings = _settings(
             tools, provider, model, budget, results_per_search, max_evidence, max_output_tokens
         )
+        """The loops' settings: tools, provider, model, budget and limits, as given."""
         self.graph = build_iterative_graph(self.settings, name=name)
         """The loop's AgentGraph."""
 
@@ -198,6 +199,7 @@ class DeepResearch(_Research):
         self.settings = _settings(
             tools, provider, model, budget, results_per_search, max_evidence, max_output_tokens
         )
+        """The loops' settings: tools, provider, model, budget and limits, as given."""
         self.graph = build_deep_graph(
             self.settings, max_sections=max_sections, section_timeout=section_timeout, name=name
         )

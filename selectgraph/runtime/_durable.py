@@ -48,6 +48,18 @@ __all__ = [
 ]
 
 Durability = Literal["sync", "async", "exit"]
+"""When a durable run's checkpoints reach the store (``durability=`` of ``run``,
+``arun``, ``astream`` and ``resume``).
+
+- ``"sync"`` (default): each node's checkpoint is saved before the next node starts;
+  a crash loses nothing completed.
+- ``"async"``: checkpoints go to a background writer thread while the run goes on; a
+  crash loses those still queued.
+- ``"exit"``: only the checkpoints of a stop (interrupt, pause, error, cancel, end)
+  are written.
+
+The checkpoints of a stop are written before ``run`` returns, whatever the mode.
+"""
 DURABILITIES: Final = ("sync", "async", "exit")
 
 

@@ -140,6 +140,7 @@ class SupervisorAgent:
         self.provider: Provider = provider or default_provider()
         reserved, builder, history = _STRATEGIES[self.strategy]
         self.team = Team(agents, executor_model=self.model_split.executor_model, reserved=reserved)
+        """The members, in the order given, each prepared as a node (agents as copies)."""
         graph = AgentGraph(
             name,
             state_schema=SupervisorState,

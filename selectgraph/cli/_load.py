@@ -1,0 +1,129 @@
+"""What the command line runs: a GraphSpec file, or ``module:attribute`` naming a graph.
+
+The target is chosen by the person typing the command, so importing the module it
+names is theirs to allow. A spec file is data, though: the modules its references
+import must be allowed with ``--allow`` (nothing is allowed by default).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from selectgraph._errors import GraphSpecError
+from selectgraph.graph._builder import AgentGraph
+
+__all__ = ["LoadError", "Target", "load_target"]
+
+_SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class LoadError(Exception):
+    """The GRAPH argument names nothing runnable; the message says what was wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A loaded GRAPH: the graph to run, and the object it came from."""
+
+    graph: AgentGraph
+    source: Any
+    """The AgentGraph, SupervisorAgent, DeepResearch... the argument named."""
+    spec: str
+    """The argument as given."""
+
+    def input(self, value: Any) -> Any:
+        """What a run starts from, given the ``--input`` value (the source may shape it)."""
+        shape = getattr(self.source, "graph_input", None)
+        return shape(value) if callable(shape) and value is not None else value
+
+
+def load_target(spec: str, *, allow: Sequence[str] = ()) -> Target:
+    """Load the graph ``spec`` names.
+
+    Args:
+        spec: ``file.yaml`` / ``file.json`` (a GraphSpec), ``package.module:name``, or
+            ``path/to/file.py:name``.
+        allow: Modules a spec file's references may import.
+
+    Raises:
+        LoadError: nothing runnable is there, saying why.
+    """
+    path = Path(spec)
+    if path.suffix.lower() in _SPEC_SUFFIXES:
+        if not path.is_file():
+            raise LoadError(f"{spec}: no such spec file")
+        try:
+            graph = AgentGraph.from_spec(path, allowed_modules=list(allow))
+        except GraphSpecError as error:
+            hint = "" if allow else " (modules a spec imports must be allowed: --allow MODULE)"
+            raise LoadError(f"{spec}: {error}{hint}") from None
+        return Target(graph, graph, spec)
+    module_part, sep, attribute = spec.rpartition(":")
+    if not sep or not module_part or not attribute:
+        raise LoadError(
+            f"{spec!r} is neither a spec file (.yaml, .yml, .json) nor module:attribute "
+            "(e.g. myapp.graphs:support or examples/12_studio.py:graph)"
+        )
+    module = _import(module_part)
+    source: Any = module
+    for part in attribute.split("."):
+        if part.startswith("__"):
+            raise LoadError(f"{spec}: {part!r} is not an attribute a graph can be named by")
+        try:
+            source = getattr(source, part)
+        except AttributeError:
+            raise LoadError(
+                f"{spec}: {module_part} has no attribute {attribute!r}" + _available(module)
+            ) from None
+    found = source if isinstance(source, AgentGraph) else getattr(source, "graph", None)
+    if not isinstance(found, AgentGraph):
+        raise LoadError(
+            f"{spec}: {attribute} is a {type(source).__name__}, not an AgentGraph (or an object "
+            "with a .graph, like a SupervisorAgent or DeepResearch)"
+        )
+    return Target(found, source, spec)
+
+
+def _import(name: str) -> Any:
+    if name.endswith(".py") or "/" in name or "\\" in name:
+        path = Path(name)
+        if not path.is_file():
+            raise LoadError(f"{name}: no such Python file")
+        module_name = f"_selectgraph_cli_{path.stem.replace('-', '_')}"
+        loader = importlib.util.spec_from_file_location(module_name, path)
+        if loader is None or loader.loader is None:
+            raise LoadError(f"{name}: cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(loader)
+        sys.path.insert(0, str(path.resolve().parent))  # its own imports, like python file.py
+        sys.modules[module_name] = module
+        try:
+            loader.loader.exec_module(module)
+        except Exception as error:
+            raise LoadError(
+                f"{name}: importing it raised {type(error).__name__}: {error}"
+            ) from error
+        return module
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # like python -m: the working directory first
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        raise LoadError(f"cannot import {name!r}: {error}") from None
+    except Exception as error:
+        raise LoadError(f"importing {name!r} raised {type(error).__name__}: {error}") from error
+
+
+def _available(module: Any) -> str:
+    found = [
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and (isinstance(value, AgentGraph) or isinstance(getattr(value, "graph", None), AgentGraph))
+    ]
+    return f"; graphs there: {', '.join(sorted(found))}" if found else ""

@@ -1,0 +1,182 @@
+"""Events as JSON: for a web page (the studio's event stream) and for another process (executors).
+
+``event_to_json`` turns a GraphEvent into a JSON-safe dict: its fields, with values
+that are not JSON (models, enums, sets, sentinels...) written as their JSON form for
+display, and the heavy in-process fields (``state``, ``result``, ``exception``,
+``request``, ``completion``) left out or summarized. ``event_from_json`` builds the
+event back, choosing the class only from the event classes defined here: a stored or
+received event never names code to load. Values come back as JSON (a model written
+in an update is a dict), which is what a reader in another process can have.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+from selectgraph._sentinels import END, EndType
+from selectgraph.observe import _events
+from selectgraph.runtime._branches import BranchRef
+
+__all__ = ["EVENT_CLASSES", "event_from_json", "event_to_json", "json_value"]
+
+EVENT_CLASSES: Final[dict[str, type[_events.GraphEvent]]] = {
+    cls.__name__: cls
+    for cls in vars(_events).values()
+    if isinstance(cls, type)
+    and issubclass(cls, _events.GraphEvent)
+    and cls is not _events.GraphEvent
+    and dataclasses.is_dataclass(cls)
+}
+"""Every event class, by name: the only classes ``event_from_json`` builds."""
+
+_HEAVY: Final = frozenset({"state", "result", "exception", "request", "completion"})
+_MAX_DEPTH: Final = 24
+_END: Final = {"$end": True}
+
+
+def json_value(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON data, for display: exact where JSON can say it, a repr otherwise."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if depth > _MAX_DEPTH:
+        return "…"
+    if isinstance(value, EndType):
+        return dict(_END)
+    if isinstance(value, enum.Enum):
+        return json_value(value.value, depth + 1)
+    if isinstance(value, BranchRef):
+        return _branch(value)
+    if isinstance(value, BaseModel):
+        try:
+            return value.model_dump(mode="json")
+        except Exception:  # a model holding something pydantic cannot dump
+            return repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): json_value(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(v, depth + 1) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((json_value(v, depth + 1) for v in value), key=repr)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: json_value(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)
+        }
+    return repr(value)
+
+
+def _branch(ref: BranchRef) -> dict[str, Any]:
+    return {
+        "source": ref.source,
+        "index": ref.index,
+        "name": ref.name,
+        "label": ref.label,
+        "task_id": ref.task_id,
+        "parent": _branch(ref.parent) if ref.parent is not None else None,
+    }
+
+
+def _branch_from(raw: Any) -> BranchRef | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"an event's branch must be an object, got {type(raw).__name__}")
+    return BranchRef(
+        source=str(raw["source"]),
+        index=int(raw["index"]),
+        name=None if raw.get("name") is None else str(raw["name"]),
+        parent=_branch_from(raw.get("parent")),
+    )
+
+
+def event_to_json(event: _events.GraphEvent, *, state: bool = False) -> dict[str, Any]:
+    """A JSON-safe dict of ``event``.
+
+    Args:
+        event: The event.
+        state: Also write the run's ``data`` as it stood after the event (NodeFinished,
+            ParallelFinished, RunStarted), for a viewer that shows the state per step.
+    """
+    out: dict[str, Any] = {"event": type(event).__name__, "type": event.type.value}
+    for f in dataclasses.fields(event):
+        if f.name in _HEAVY:
+            continue
+        out[f.name] = json_value(getattr(event, f.name))
+    out["node_path"] = list(event.node_path)
+    if state:
+        live = getattr(event, "state", None)
+        if live is not None:
+            out["state"] = json_value(dict(live.data))
+    result = getattr(event, "result", None)
+    if result is not None:
+        out["summary"] = _summary(result)
+    error = getattr(event, "exception", None)
+    if error is not None:
+        out["exception_type"] = type(error).__name__
+    return out
+
+
+def _summary(result: Any) -> dict[str, Any]:
+    """What a viewer needs of a GraphResult: how it ended, its answer, usage, interrupts."""
+    usage = result.total_usage
+    return {
+        "stop_reason": result.stop_reason,
+        "quality": result.quality,
+        "steps": result.steps,
+        "content": json_value(result.content),
+        "checkpoint_id": result.checkpoint_id,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "calls": usage.calls,
+            "cost_usd": usage.cost_usd,
+        },
+        "interrupts": [
+            {
+                "id": i.id,
+                "node": i.node,
+                "prompt": i.prompt,
+                "payload": json_value(i.payload),
+                "index": i.index,
+            }
+            for i in result.interrupts
+        ],
+    }
+
+
+def event_from_json(raw: Mapping[str, Any]) -> _events.GraphEvent:
+    """The event ``event_to_json`` wrote (values as JSON; heavy fields absent).
+
+    Raises:
+        ValueError: ``raw`` does not name an event class, or lacks a field the class needs.
+    """
+    name = raw.get("event")
+    cls = EVENT_CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"{name!r} is not a selectgraph event (known: {', '.join(EVENT_CLASSES)})")
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in _HEAVY or f.name not in raw:
+            continue
+        value = raw[f.name]
+        if f.name == "branch":
+            value = _branch_from(value)
+        elif f.name == "namespace" or (isinstance(value, list) and "tuple" in str(f.type)):
+            value = tuple(value)
+        elif value == _END:
+            value = END
+        values[f.name] = value
+    try:
+        return cls(**values)
+    except TypeError as error:
+        raise ValueError(f"cannot rebuild {name}: {error}") from None

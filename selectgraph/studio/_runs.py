@@ -1,0 +1,369 @@
+"""The studio's runs: started, resumed and forked from the page, each with its event log.
+
+A run started here runs as a task on the server's event loop, with an observer that
+writes every event to the run's :class:`EventLog` (as JSON, with the state after
+each step). Runs that are only in the checkpoint store (earlier runs, other
+processes') can be opened, continued and forked the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from selectgraph._errors import (
+    GraphRunError,
+    ResumeError,
+    SelectGraphError,
+    StateValidationError,
+)
+from selectgraph.graph._builder import AgentGraph
+from selectgraph.graph._result import GraphResult
+from selectgraph.observe._codec import event_to_json, json_value
+from selectgraph.observe._events import GraphEvent
+from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.studio._log import EventLog
+
+__all__ = ["RunManager", "StudioError", "StudioRun"]
+
+log = logging.getLogger("selectgraph.studio")
+
+_STATUS = {
+    "end": "done",
+    "interrupted": "interrupted",
+    "paused": "paused",
+    "cancelled": "cancelled",
+    "max_steps": "done",
+    "loop": "done",
+    "token_budget": "stopped",
+    "cost_budget": "stopped",
+    "time_budget": "stopped",
+}
+_TRIGGER_STATUS = {
+    "end": "done",
+    "interrupt": "interrupted",
+    "answer": "running",
+    "pause": "paused",
+    "error": "failed",
+    "cancel": "cancelled",
+    "budget": "stopped",
+    "max_steps": "done",
+    "loop": "done",
+}
+
+
+class StudioError(SelectGraphError):
+    """A request the studio cannot carry out; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(slots=True)
+class StudioRun:
+    """A run this studio process is driving or has driven."""
+
+    run_id: str
+    log: EventLog
+    status: str = "running"
+    """``running``, ``interrupted``, ``paused``, ``done``, ``stopped``, ``failed`` or
+    ``cancelled``."""
+    started: float = field(default_factory=time.time)
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    """Questions the run waits on."""
+    answered: set[str] = field(default_factory=set)
+    """Interrupt ids already answered here."""
+    summary: dict[str, Any] | None = None
+    error: str | None = None
+    task: asyncio.Task[Any] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The run as the API shows it."""
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "started": self.started,
+            "interrupts": self.interrupts,
+            "summary": self.summary,
+            "error": self.error,
+            "events": self.log.last_id,
+            "live": True,
+        }
+
+
+class RunManager:
+    """Starts and tracks the studio's runs of one graph."""
+
+    def __init__(
+        self, graph: AgentGraph, store: CheckpointStore, *, max_events: int = 50_000
+    ) -> None:
+        self.graph = graph
+        self.store = store
+        self.max_events = max_events
+        self.runs: dict[str, StudioRun] = {}
+
+    # ------------------------------------------------------------ starting
+    def start(self, graph_input: Any, run_id: str | None = None) -> StudioRun:
+        """Start a new run from ``graph_input``.
+
+        Raises:
+            StudioError: 409 when ``run_id`` is taken.
+        """
+        run_id = run_id or uuid.uuid4().hex[:16]
+        if run_id in self.runs or self.store.head(run_id) is not None:
+            raise StudioError(409, f"a run with id {run_id!r} already exists")
+        run = StudioRun(run_id=run_id, log=EventLog(max_events=self.max_events))
+        try:
+            self.graph.compile().prepare_state(graph_input)  # the schema's check, before a run
+            work = self.graph.arun(
+                graph_input,
+                run_id=run_id,
+                checkpoint_store=self.store,
+                observers=[self._listener(run)],
+            )
+        except (StateValidationError, TypeError, ValueError) as error:
+            raise StudioError(422, f"the input does not fit the graph: {error}") from None
+        self.runs[run_id] = run
+        self._launch(run, work)
+        return run
+
+    def resume(self, run_id: str, interrupt_id: str, answer: Any) -> StudioRun:
+        """Answer an interrupt of ``run_id`` and continue the run.
+
+        Raises:
+            StudioError: 404 for an unknown run or interrupt, 409 when the run is not
+                waiting for an answer or the interrupt was already answered.
+        """
+        run = self.runs.get(run_id)
+        if run is None:
+            if self.store.head(run_id) is None:
+                raise StudioError(404, f"no run {run_id!r}")
+            run = self._new(run_id)
+            run.status, run.interrupts = self._stored_status(run_id)
+        if interrupt_id in run.answered:
+            raise StudioError(409, f"interrupt {interrupt_id!r} was already answered")
+        if run.status != "interrupted":
+            raise StudioError(409, f"run {run_id!r} is {run.status}, not waiting for an answer")
+        if interrupt_id not in {i["id"] for i in run.interrupts}:
+            known = ", ".join(i["id"] for i in run.interrupts) or "none"
+            raise StudioError(
+                404, f"run {run_id!r} has no pending interrupt {interrupt_id!r} (pending: {known})"
+            )
+        run.answered.add(interrupt_id)  # before anything awaits: a second answer gets 409
+        run.status = "running"
+        run.interrupts = []
+        run.log.reopen()
+        self._launch(
+            run,
+            self.graph.aresume(
+                interrupt_id,
+                answer,
+                checkpoint_store=self.store,
+                observers=[self._listener(run)],
+            ),
+        )
+        return run
+
+    def fork(self, run_id: str, checkpoint_id: str) -> StudioRun:
+        """Start a new run from checkpoint ``checkpoint_id`` of ``run_id``.
+
+        Raises:
+            StudioError: 404 when the checkpoint is not one of the run's.
+        """
+        known = {cp.checkpoint_id for cp in self.store.list(run_id)}
+        if checkpoint_id not in known:
+            raise StudioError(404, f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
+        new_id = uuid.uuid4().hex[:16]
+        run = self._new(new_id)
+        self._launch(
+            run,
+            self.graph.arun(
+                None,
+                checkpoint_id=checkpoint_id,
+                run_id=new_id,
+                checkpoint_store=self.store,
+                observers=[self._listener(run)],
+            ),
+        )
+        return run
+
+    def cancel(self, run_id: str) -> StudioRun:
+        """Cancel a running run (its task), which stops at once.
+
+        Raises:
+            StudioError: 404 for an unknown run, 409 when it is not running.
+        """
+        run = self.runs.get(run_id)
+        if run is None:
+            raise StudioError(404, f"no live run {run_id!r}")
+        if run.task is None or run.task.done():
+            raise StudioError(409, f"run {run_id!r} is {run.status}, not running")
+        run.task.cancel()
+        return run
+
+    # ------------------------------------------------------------ reading
+    def describe(self, run_id: str) -> dict[str, Any]:
+        """A run's status, pending questions and current state.
+
+        Raises:
+            StudioError: 404 for an unknown run.
+        """
+        run = self.runs.get(run_id)
+        described = run.describe() if run is not None else None
+        try:
+            snapshot = self.graph.get_state(run_id, checkpoint_store=self.store)
+        except SelectGraphError:
+            snapshot = None
+        if described is None:
+            if snapshot is None:
+                raise StudioError(404, f"no run {run_id!r}")
+            status, interrupts = self._stored_status(run_id)
+            described = {
+                "run_id": run_id,
+                "status": status,
+                "interrupts": interrupts,
+                "summary": None,
+                "error": None,
+                "events": 0,
+                "live": False,
+            }
+        if snapshot is not None:
+            described["state"] = json_value(dict(snapshot.values))
+            described["next"] = list(snapshot.next)
+            described["checkpoint_id"] = snapshot.checkpoint_id
+        return described
+
+    def listing(self, limit: int = 100) -> builtins.list[dict[str, Any]]:
+        """Live runs first (newest first), then runs only the store holds."""
+        listed = [
+            run.describe()
+            for run in sorted(self.runs.values(), key=lambda r: r.started, reverse=True)
+        ]
+        seen = set(self.runs)
+        for run_id in self.store.runs(limit=limit):
+            if run_id in seen:
+                continue
+            status, interrupts = self._stored_status(run_id)
+            listed.append(
+                {"run_id": run_id, "status": status, "interrupts": interrupts, "live": False}
+            )
+        return listed[:limit]
+
+    def history(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's checkpoints, newest first.
+
+        Raises:
+            StudioError: 404 for an unknown run.
+        """
+        checkpoints = self.store.list(run_id)
+        if not checkpoints:
+            raise StudioError(404, f"no checkpoints for run {run_id!r}")
+        return [
+            {
+                "checkpoint_id": cp.checkpoint_id,
+                "step": cp.step,
+                "trigger": cp.metadata.get("trigger", ""),
+                "node": cp.node_name,
+                "next": json_value(cp.next),
+                "created_at": cp.created_at.isoformat(),
+            }
+            for cp in reversed(checkpoints)
+        ]
+
+    def log_of(self, run_id: str) -> EventLog:
+        """The event log of a run this studio drives.
+
+        Raises:
+            StudioError: 404 when this studio has no events for it.
+        """
+        run = self.runs.get(run_id)
+        if run is None:
+            raise StudioError(
+                404, f"no live run {run_id!r} (runs only in the store have no event stream)"
+            )
+        return run.log
+
+    async def close(self) -> None:
+        """Cancel the runs still going."""
+        tasks = [r.task for r in self.runs.values() if r.task is not None and not r.task.done()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    # ------------------------------------------------------------ internals
+    def _new(self, run_id: str) -> StudioRun:
+        run = StudioRun(run_id=run_id, log=EventLog(max_events=self.max_events))
+        self.runs[run_id] = run
+        return run
+
+    def _listener(self, run: StudioRun) -> Any:
+        def listen(event: GraphEvent) -> None:
+            run.log.append(event_to_json(event, state=True))
+
+        return listen
+
+    def _launch(self, run: StudioRun, work: Any) -> None:
+        async def drive() -> None:
+            try:
+                result: GraphResult = await work
+            except asyncio.CancelledError:
+                run.status = "cancelled"
+                run.log.append({"event": "StudioRunCancelled", "run_id": run.run_id})
+                run.log.close()
+                raise
+            except (GraphRunError, ResumeError, SelectGraphError) as error:
+                run.status = "failed"
+                run.error = f"{type(error).__name__}: {error}"
+                run.log.close()
+                return
+            except Exception as error:  # a bug in a node: show it, keep the server up
+                log.exception("run %s failed", run.run_id)
+                run.status = "failed"
+                run.error = f"{type(error).__name__}: {error}"
+                run.log.close()
+                return
+            run.status = _STATUS.get(result.stop_reason, "done")
+            run.summary = event_summary(result)
+            run.interrupts = run.summary["interrupts"]
+            if run.status not in ("interrupted", "paused"):
+                run.log.close()
+
+        run.task = asyncio.get_running_loop().create_task(drive())
+
+    def _stored_status(self, run_id: str) -> tuple[str, list[dict[str, Any]]]:
+        try:
+            snapshot = self.graph.get_state(run_id, checkpoint_store=self.store)
+        except SelectGraphError:
+            return "unknown", []
+        trigger = str(snapshot.metadata.get("trigger", ""))
+        pending = [_interrupt(i) for i in snapshot.interrupts]
+        status = _TRIGGER_STATUS.get(trigger, "running")
+        if pending and status != "failed":
+            status = "interrupted"
+        return status, pending
+
+
+def _interrupt(interrupt: Any) -> dict[str, Any]:
+    return {
+        "id": interrupt.id,
+        "node": interrupt.node,
+        "prompt": interrupt.prompt,
+        "payload": json_value(interrupt.payload),
+        "index": interrupt.index,
+    }
+
+
+def event_summary(result: GraphResult) -> dict[str, Any]:
+    """What the page shows of a finished or paused run."""
+    from selectgraph.observe._codec import _summary
+
+    return _summary(result)

@@ -1,0 +1,357 @@
+// selectgraph studio: draws the graph, follows a run's event stream, answers its questions.
+// Everything shown comes from the JSON API and the run's Server-Sent Events; text is
+// always set with textContent, never parsed as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = {
+  graph: null, nodes: {}, links: [], run: null, source: null,
+  steps: [], tokens: 0, cost: 0, started: null, timer: null, streamNode: null, pending: [],
+};
+
+async function api(path, options = {}) {
+  const init = { credentials: "same-origin", ...options };
+  if (init.body !== undefined) {
+    init.method = init.method || "POST";
+    init.headers = { "Content-Type": "application/json" };
+    init.body = JSON.stringify(init.body);
+  }
+  const reply = await fetch(path, init);
+  const body = await reply.json().catch(() => ({}));
+  if (!reply.ok) throw new Error(body.error || `${reply.status} ${reply.statusText}`);
+  return body;
+}
+
+function showError(message) {
+  const banner = $("error-banner");
+  banner.textContent = message;
+  banner.classList.toggle("hidden", !message);
+}
+
+// ------------------------------------------------------------------ the diagram
+async function drawGraph() {
+  state.graph = await api("api/graph");
+  mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral" });
+  const { svg } = await mermaid.render("sg-graph", state.graph.mermaid);
+  $("diagram").innerHTML = svg; // produced by Mermaid from our own graph description
+  const byId = Object.fromEntries(Object.entries(state.graph.ids).map(([n, id]) => [id, n]));
+  for (const g of document.querySelectorAll("#diagram g.node")) {
+    const match = g.id.match(/flowchart-(.+)-\d+$/);
+    const name = match && byId[match[1]];
+    if (name !== undefined) {
+      g.dataset.sgNode = name;
+      state.nodes[name] = g;
+    }
+  }
+  const paths = [...document.querySelectorAll("#diagram path")].filter((p) => /L[-_]/.test(p.id));
+  state.links = state.graph.links.map((link) => {
+    const from = state.graph.ids[link.source], to = state.graph.ids[link.target];
+    const pattern = new RegExp(`L[-_]${from}[-_]${to}[-_]\\d+$`);
+    return { ...link, path: paths.find((p) => pattern.test(p.id)) };
+  });
+}
+
+function setNode(name, status) {
+  const g = state.nodes[name];
+  if (g) g.dataset.sgState = status;
+}
+
+function takeEdge(source, target) {
+  const end = target && typeof target === "object" && target.$end ? "__end__" : target;
+  for (const link of state.links) {
+    if (link.source === source && link.target === end && link.path) link.path.dataset.sgTaken = "true";
+  }
+}
+
+function resetDiagram() {
+  for (const g of Object.values(state.nodes)) {
+    delete g.dataset.sgState;
+    delete g.dataset.sgBranch;
+  }
+  for (const link of state.links) if (link.path) delete link.path.dataset.sgTaken;
+}
+
+// ------------------------------------------------------------------ a run's view
+function resetRun(runId) {
+  if (state.source) state.source.close();
+  state.run = runId;
+  state.steps = [];
+  state.tokens = 0;
+  state.cost = 0;
+  state.streamNode = null;
+  state.started = Date.now();
+  resetDiagram();
+  $("run-id").textContent = runId;
+  $("stream").textContent = "";
+  $("steps").textContent = "";
+  $("state-view").textContent = "";
+  $("events").textContent = "";
+  $("run-step").textContent = "0";
+  showInterrupt(null);
+  showError("");
+  updateUsage();
+  setStatus("running");
+}
+
+function setStatus(status) {
+  $("run-status").textContent = status;
+  document.body.dataset.runStatus = status;
+  clearInterval(state.timer);
+  if (status === "running") {
+    state.timer = setInterval(() => {
+      $("run-elapsed").textContent = `${((Date.now() - state.started) / 1000).toFixed(1)}s`;
+    }, 250);
+  }
+}
+
+function updateUsage() {
+  $("run-tokens").textContent = String(state.tokens);
+  $("run-cost").textContent = `$${state.cost.toFixed(4)}`;
+}
+
+function follow(runId) {
+  resetRun(runId);
+  const source = new EventSource(`api/runs/${encodeURIComponent(runId)}/events`);
+  state.source = source;
+  source.onmessage = (message) => handle(JSON.parse(message.data));
+  source.addEventListener("end", () => source.close());
+  source.onerror = () => { if (source.readyState === EventSource.CLOSED) setStatus("disconnected"); };
+}
+
+function logEvent(record) {
+  const item = document.createElement("li");
+  const where = (record.node_path || []).join(" / ");
+  item.textContent = `${record.event}${where ? " " + where : ""}`;
+  item.dataset.event = record.event;
+  $("events").appendChild(item);
+}
+
+function handle(record) {
+  logEvent(record);
+  const top = !record.namespace || record.namespace.length === 0;
+  switch (record.event) {
+    case "RunStarted":
+      if (top) takeEdge("__start__", record.entry);
+      break;
+    case "NodeStarted":
+      if (top) {
+        setNode(record.node, "running");
+        if (record.branch) state.nodes[record.node] && (state.nodes[record.node].dataset.sgBranch = "true");
+      }
+      break;
+    case "NodeFinished":
+      if (top) {
+        setNode(record.node, record.outcome === "success" ? "done" : "failed");
+        addStep(record);
+      }
+      break;
+    case "EdgeFired":
+      if (top) takeEdge(record.source, record.target);
+      break;
+    case "NodeChunk":
+      streamText(record.node_path.join(" / "), record.delta);
+      break;
+    case "LLMCallFinished":
+      state.tokens += (record.input_tokens || 0) + (record.output_tokens || 0);
+      state.cost += record.cost_usd || 0;
+      updateUsage();
+      break;
+    case "InterruptRaised":
+      setNode(record.node_path[0] || record.node, "paused");
+      break;
+    case "RunPaused":
+      setStatus(record.reason === "interrupt" ? "interrupted" : "paused");
+      for (const name of record.next || []) setNode(name, "paused");
+      showInterrupt(record.summary ? record.summary.interrupts : []);
+      break;
+    case "RunResumed":
+      setStatus("running");
+      showInterrupt(null);
+      break;
+    case "RunFinished":
+      setStatus(record.summary && record.summary.stop_reason === "end" ? "done" : record.stop_reason);
+      showInterrupt(null);
+      if (record.summary) streamText("result", `\n${JSON.stringify(record.summary.content, null, 2)}`);
+      break;
+    case "RunFailed":
+      setStatus("failed");
+      if (record.node) setNode(record.node, "failed");
+      showError(`${record.category}: ${record.error}`);
+      break;
+    case "RunCancelled":
+    case "StudioRunCancelled":
+      setStatus("cancelled");
+      break;
+    case "Gap":
+      showError(`${record.missed} early events were dropped from this run's log`);
+      break;
+    default:
+      break;
+  }
+}
+
+function streamText(who, text) {
+  const box = $("stream");
+  if (state.streamNode !== who) {
+    const label = document.createElement("span");
+    label.className = "who";
+    label.textContent = `${who}:`;
+    box.appendChild(label);
+    state.streamNode = who;
+  }
+  box.appendChild(document.createTextNode(text));
+  box.scrollTop = box.scrollHeight;
+}
+
+function addStep(record) {
+  state.steps.push(record);
+  $("run-step").textContent = String(record.step);
+  const item = document.createElement("li");
+  const changed = Object.keys(record.update || {});
+  item.textContent = `${record.node}${changed.length ? ": " + changed.join(", ") : ""}`;
+  item.onclick = () => showStep(state.steps.indexOf(record), item);
+  $("steps").appendChild(item);
+  showStep(state.steps.length - 1, item);
+}
+
+function showStep(index, item) {
+  const record = state.steps[index];
+  for (const li of $("steps").children) li.classList.toggle("selected", li === item);
+  const view = $("state-view");
+  view.textContent = "";
+  const changed = new Set(Object.keys(record.update || {}));
+  const data = record.state || {};
+  for (const key of Object.keys(data)) {
+    const line = document.createElement("div");
+    line.textContent = `${key}: ${JSON.stringify(data[key])}`;
+    if (changed.has(key)) line.className = "changed";
+    view.appendChild(line);
+  }
+}
+
+// ------------------------------------------------------------------ questions
+function showInterrupt(interrupts) {
+  state.pending = interrupts || [];
+  const form = $("interrupt-form");
+  if (!state.pending.length) {
+    form.classList.add("hidden");
+    return;
+  }
+  const first = state.pending[0];
+  $("interrupt-prompt").textContent = first.prompt;
+  const payload = $("interrupt-payload");
+  payload.textContent = first.payload == null ? "" : JSON.stringify(first.payload, null, 2);
+  payload.classList.toggle("hidden", first.payload == null);
+  $("interrupt-answer").value = "";
+  form.classList.remove("hidden");
+  $("interrupt-answer").focus();
+}
+
+function parseLoose(text) {
+  try { return JSON.parse(text); } catch { return text; }
+}
+
+async function answer(event) {
+  event.preventDefault();
+  const first = state.pending[0];
+  if (!first) return;
+  try {
+    await api(`api/runs/${encodeURIComponent(state.run)}/resume`, {
+      body: { interrupt_id: first.id, answer: parseLoose($("interrupt-answer").value) },
+    });
+    // The status follows the stream (RunResumed, then how the run ends), which may
+    // already have arrived: setting it here could undo a finished run.
+    showInterrupt(null);
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+// ------------------------------------------------------------------ runs
+async function startRun() {
+  const text = $("run-input").value.trim();
+  try {
+    const run = await api("api/runs", { body: { input: text ? parseLoose(text) : null } });
+    follow(run.run_id);
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+async function listRuns() {
+  const list = $("runs-list");
+  list.textContent = "";
+  try {
+    for (const run of await api("api/runs")) {
+      const item = document.createElement("li");
+      item.textContent = `${run.run_id} (${run.status})`;
+      item.dataset.runId = run.run_id;
+      item.onclick = () => openRun(run.run_id);
+      list.appendChild(item);
+    }
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+async function openRun(runId) {
+  try {
+    const run = await api(`api/runs/${encodeURIComponent(runId)}`);
+    if (run.live) {
+      follow(runId);
+    } else {
+      resetRun(runId);
+      setStatus(run.status);
+      showInterrupt(run.interrupts);
+      $("state-view").textContent = JSON.stringify(run.state || {}, null, 2);
+    }
+    await showHistory(runId);
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+async function showHistory(runId) {
+  const box = $("history");
+  box.textContent = "";
+  let checkpoints = [];
+  try { checkpoints = await api(`api/runs/${encodeURIComponent(runId)}/history`); } catch { return; }
+  const heading = document.createElement("h3");
+  heading.textContent = `Checkpoints of ${runId}`;
+  box.appendChild(heading);
+  const list = document.createElement("ol");
+  for (const cp of checkpoints) {
+    const item = document.createElement("li");
+    item.textContent = `step ${cp.step} ${cp.trigger}${cp.node ? " at " + cp.node : ""} `;
+    const fork = document.createElement("button");
+    fork.type = "button";
+    fork.textContent = "fork from here";
+    fork.dataset.checkpointId = cp.checkpoint_id;
+    fork.onclick = async () => {
+      try {
+        const run = await api(`api/runs/${encodeURIComponent(runId)}/fork`, {
+          body: { checkpoint_id: cp.checkpoint_id },
+        });
+        follow(run.run_id);
+      } catch (error) {
+        showError(error.message);
+      }
+    };
+    item.appendChild(fork);
+    list.appendChild(item);
+  }
+  box.appendChild(list);
+}
+
+window.addEventListener("DOMContentLoaded", async () => {
+  $("start-run").onclick = startRun;
+  $("interrupt-form").onsubmit = answer;
+  $("refresh-runs").onclick = listRuns;
+  $("runs-panel").addEventListener("toggle", (e) => { if (e.target.open) listRuns(); });
+  try {
+    await drawGraph();
+    document.body.dataset.ready = "true";
+  } catch (error) {
+    showError(`cannot draw the graph: ${error.message}`);
+  }
+});

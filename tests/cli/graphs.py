@@ -1,0 +1,35 @@
+"""Graphs the command-line tests run (imported by name: tests.cli.graphs:<name>)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from selectgraph import END, AgentGraph, InterruptRequest
+
+
+def _ask(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+    answer = yield InterruptRequest("Ship it?", payload={"version": state.get("version", 1)})
+    return {"answer": answer, "__last_output__": f"answered {answer!r}"}
+
+
+approval = AgentGraph("approval")
+approval.add_node("prepare", lambda state: {"version": 2}, next_node="ask")
+approval.add_node("ask", _ask, next_node=END)
+
+
+def _boom(state: Any) -> dict[str, Any]:
+    raise ConnectionError("the backend is down")
+
+
+failing = AgentGraph("failing")
+failing.add_node("first", lambda state: {"ok": True}, next_node="second")
+failing.add_node("second", _boom, next_node=END)
+
+
+def shout(state: Any) -> dict[str, Any]:
+    """A node a spec file names."""
+    return {"__last_output__": str(state.get("text", "")).upper()}
+
+
+not_a_graph = 42

@@ -1,0 +1,187 @@
+"""The studio in a real browser: Playwright driving Debian's headless Chromium.
+
+The page is opened on a real server, a run of the newsroom example is started from
+it, the nodes are seen lighting up in order, the editor's question is answered in
+the form and the run is seen to finish. Screenshots go to test-artifacts/studio/.
+Without Chromium or Playwright the tests skip, saying so (and fail under CI=true).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.studio.conftest import Served
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "studio"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = pytest.mark.slow
+
+# Flags that keep Chromium off the network it cannot reach here and out of the sandbox
+# it cannot make as root in a container.
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# Records every change of a node's state, in order, so the test sees the sequence.
+WATCH_NODES = """
+window.__sgStates = [];
+new MutationObserver((changes) => {
+  for (const change of changes) {
+    const node = change.target;
+    if (node.dataset && node.dataset.sgNode && node.dataset.sgState) {
+      window.__sgStates.push([node.dataset.sgNode, node.dataset.sgState]);
+    }
+  }
+}).observe(document.getElementById('diagram'), {
+  attributes: true, subtree: true, attributeFilter: ['data-sg-state'],
+});
+"""
+
+
+def _missing() -> str | None:
+    if CHROMIUM is None:
+        return "Chromium is not installed (Debian: apt-get install chromium)"
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed (pip install playwright)"
+    return None
+
+
+@pytest.fixture
+async def page() -> AsyncIterator[Any]:
+    reason = _missing()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(reason)
+    from playwright.async_api import async_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = await browser.new_context(viewport={"width": 1400, "height": 900})
+        opened = await context.new_page()
+        errors: list[str] = []
+        opened.on("pageerror", lambda error: errors.append(str(error)))
+        yield opened
+        await browser.close()
+        assert errors == [], f"the page raised: {errors}"
+
+
+def newsroom() -> Any:
+    import importlib
+    import sys
+
+    os.environ["SELECTGRAPH_STUDIO_FAST"] = ""  # agents take 0.4 s: visible steps
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        module = importlib.import_module("12_studio")
+        return importlib.reload(module).graph
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+
+
+async def test_a_run_lights_up_node_by_node_and_is_answered_in_the_form(
+    page: Any, serve: Callable[..., Served]
+) -> None:
+    served = serve(newsroom())
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.evaluate(WATCH_NODES)
+    drawn = await page.evaluate(
+        "[...document.querySelectorAll('#diagram g.node')].map(g => g.dataset.sgNode)"
+    )
+    assert {"intake", "science", "market", "write", "editor", "publish"} <= set(drawn)
+
+    await page.fill("#run-input", '{"topic": "sodium batteries"}')
+    await page.click("#start-run")
+    await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
+    await page.screenshot(path=str(ARTIFACTS / "waiting-for-the-editor.png"), full_page=True)
+
+    assert await page.inner_text("#run-status") == "interrupted"
+    assert "Publish this draft?" in await page.inner_text("#interrupt-prompt")
+    states: list[list[str]] = await page.evaluate("window.__sgStates")
+    running = [node for node, state in states if state == "running"]
+    assert running[0] == "intake"
+    assert set(running[1:3]) == {"science", "market"}  # the parallel branches
+    assert running[3:] == ["write", "editor"]
+    assert ["editor", "paused"] in states
+    branch = await page.get_attribute("#diagram g.node[data-sg-node=science]", "data-sg-branch")
+    assert branch == "true"
+    taken = await page.evaluate("document.querySelectorAll('#diagram path[data-sg-taken]').length")
+    assert taken >= 5  # start, both branches, their join, write -> editor
+    assert "science:" in await page.inner_text("#stream")  # streamed agent words
+
+    await page.fill("#interrupt-answer", "publish")
+    await page.click("#interrupt-submit")
+    await page.wait_for_selector("body[data-run-status=done]", timeout=30_000)
+    await page.screenshot(path=str(ARTIFACTS / "published.png"), full_page=True)
+
+    final: dict[str, str] = await page.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#diagram g.node')]"
+        ".map(g => [g.dataset.sgNode, g.dataset.sgState || '']))"
+    )
+    for node in ("intake", "science", "market", "write", "editor", "publish"):
+        assert final[node] == "done", final
+    assert "PUBLISHED" in await page.inner_text("#stream")
+    assert await page.locator("#interrupt-form").is_hidden()
+
+
+async def test_earlier_runs_are_listed_and_forked_from_the_page(
+    page: Any, serve: Callable[..., Served]
+) -> None:
+    from tests.studio.graphs import ticket_graph
+
+    served = serve(ticket_graph())
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.fill("#run-input", '{"text": "my invoice"}')
+    await page.click("#start-run")
+    await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
+    await page.fill("#interrupt-answer", "no")
+    await page.click("#interrupt-submit")
+    await page.wait_for_selector("body[data-run-status=done]", timeout=30_000)
+
+    await page.click("#runs-panel summary")
+    await page.wait_for_selector("#runs-list li", timeout=10_000)
+    await page.click("#runs-list li")
+    fork = page.locator("#history button[data-checkpoint-id]").first
+    await fork.wait_for(timeout=10_000)
+    history = await page.inner_text("#history")
+    assert "interrupt" in history
+    # Fork from the checkpoint where the run asked, and answer differently this time.
+    await page.locator("#history li", has_text="interrupt").locator("button").click()
+    await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
+    await page.fill("#interrupt-answer", "yes")
+    await page.click("#interrupt-submit")
+    await page.wait_for_selector("body[data-run-status=done]", timeout=30_000)
+    assert "approved=True" in await page.inner_text("#stream")
+    await page.screenshot(path=str(ARTIFACTS / "forked.png"), full_page=True)
+
+
+async def test_a_bad_input_is_shown_not_crashed_on(page: Any, serve: Callable[..., Served]) -> None:
+    from tests.studio.graphs import ticket_graph
+
+    served = serve(ticket_graph())
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.fill("#run-input", '{"no_such_field": 1}')
+    await page.click("#start-run")
+    banner = page.locator("#error-banner")
+    await banner.wait_for(state="visible", timeout=10_000)
+    assert "does not fit the graph" in await banner.inner_text()
