@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -337,6 +338,84 @@ def studio(
     err.print(f"selectgraph studio for {target.graph.name!r}: {studio_url(host, port, token)}")
     try:
         serve(target.graph, host=host, port=port, store=checkpoints, token=token)
+    except ValueError as error:
+        _fail(str(error))
+
+
+@app.command()
+def worker(
+    graphs: Annotated[
+        str,
+        typer.Option(
+            "--graphs",
+            help="The graphs this worker runs: module:attr or NAME=module:attr, comma-separated.",
+        ),
+    ],
+    database_url: Annotated[
+        str,
+        typer.Option(
+            "--database-url",
+            envvar="SELECTGRAPH_DATABASE_URL",
+            help="The executor's database: postgresql://... (several workers) or sqlite:///...",
+        ),
+    ],
+    executor: Annotated[str, typer.Option("--executor", help="The executor: dbos.")] = "dbos",
+    executor_id: Annotated[
+        str | None,
+        typer.Option("--executor-id", help="This worker's id: unique, stable across restarts."),
+    ] = None,
+    queue: Annotated[
+        str, typer.Option("--queue", help="The queue runs come from.")
+    ] = "selectgraph",
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="Runs this worker executes at once.")
+    ] = 64,
+    lease_ttl: Annotated[
+        float, typer.Option("--lease-ttl", help="Seconds of silence before a worker is dead.")
+    ] = 5.0,
+    poll_interval: Annotated[
+        float, typer.Option("--poll-interval", help="Seconds between polls of the queue.")
+    ] = 0.1,
+    allow: AllowOpt = None,
+) -> None:
+    """Serve runs from an executor's queue until stopped (SIGINT or SIGTERM)."""
+    from selectgraph.cli._worker import parse_graphs, serve_worker
+
+    if executor != "dbos":
+        _fail(f"--executor must be dbos (the one executor there is), got {executor!r}")
+    try:
+        from selectgraph.executors.dbos import DatabaseUnavailableError, DBOSExecutor
+    except ImportError as error:
+        _fail(str(error))
+    try:
+        named = parse_graphs(graphs, allow or ())
+        chosen = DBOSExecutor(
+            database_url,
+            graphs=named,
+            queue=queue,
+            worker_concurrency=concurrency,
+            executor_id=executor_id,
+            lease_ttl=lease_ttl,
+            poll_interval=poll_interval,
+        )
+    except (LoadError, ValueError, SelectGraphError) as error:
+        _fail(str(error))
+    # Takeovers of dead workers' runs and lost connections are worth seeing in its log.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.getLogger("selectgraph.executors").addHandler(handler)
+    logging.getLogger("selectgraph.executors").setLevel(logging.INFO)
+
+    def ready() -> None:
+        err.print(
+            f"selectgraph worker {chosen.executor_id}: serving queue {queue!r} "
+            f"with graphs {', '.join(sorted(named))}"
+        )
+
+    try:
+        serve_worker(chosen, ready)
+    except DatabaseUnavailableError as error:
+        _fail(str(error), EXIT_FAILED)
     except ValueError as error:
         _fail(str(error))
 

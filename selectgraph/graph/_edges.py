@@ -465,16 +465,23 @@ async def aresolve_next(
     outcome_ok: bool,
     state: GraphState,
     nodes: Mapping[str, object],
+    decide: Callable[[Edge, Awaitable[RouteDecision]], Awaitable[RouteDecision]] | None = None,
 ) -> Resolved:
-    """:func:`resolve_next` for nodes with async routers or predicates."""
+    """:func:`resolve_next` for nodes with async routers or predicates.
+
+    ``decide``, when given, makes each llm_decide edge's decision from its
+    pending decider call (an executor records it, and replays the record).
+    """
     walk = _resolution(source, routes, outcome_ok, state, nodes)
     value: Any = None
     error: Exception | None = None
     while True:
         try:
-            _, awaitable = walk.send(value) if error is None else walk.throw(error)
+            edge, awaitable = walk.send(value) if error is None else walk.throw(error)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+        if decide is not None and edge.kind == "llm":
+            awaitable = decide(edge, awaitable)
         try:
             value, error = await awaitable, None
         except Exception as exc:  # raised inside the walk, where it is wrapped as EdgeError

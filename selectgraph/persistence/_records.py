@@ -29,7 +29,9 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final, Literal
 
 from selectgraph._errors import CheckpointDecodeError, StateSerializationError
@@ -200,18 +202,51 @@ def _base32(number: int, width: int) -> str:
     return "".join(reversed(chars))
 
 
+_id_source: ContextVar[Callable[[], str] | None] = ContextVar(
+    "selectgraph_checkpoint_ids", default=None
+)
+
+
 def new_checkpoint_id() -> str:
     """A unique id that sorts by creation time: 11 chars of microseconds, 7 random.
 
     Within a process the time part strictly increases, so ids made one after
     the other always sort in that order; across processes the random part
-    (35 bits) keeps them apart.
+    (35 bits) keeps them apart. Inside :func:`checkpoint_ids_from` the ids
+    come from the given source instead.
     """
+    source = _id_source.get()
+    if source is not None:
+        return source()
     global _last_micros
     with _id_lock:
         micros = max(time.time_ns() // 1000, _last_micros + 1)
         _last_micros = micros
     return _base32(micros, 11) + _base32(int.from_bytes(os.urandom(5)) >> 5, 7)
+
+
+def replayable_ids(start: dt.datetime, salt: str) -> Callable[[], str]:
+    """Checkpoint ids that are the same each time a run is replayed: the n-th id is fixed.
+
+    The time part counts microseconds up from ``start`` (the run's start, as
+    recorded), the random part is derived from ``salt`` (the run id): an
+    executor that replays a run from its recorded steps rebuilds the same
+    checkpoint chain, and ids still sort in the order they were made.
+    """
+    first = (start - _EPOCH) // dt.timedelta(microseconds=1)
+    tail = _base32(zlib.crc32(salt.encode()) >> 3, 7)
+    counter = itertools.count()
+    return lambda: _base32(first + next(counter), 11) + tail
+
+
+@contextmanager
+def checkpoint_ids_from(source: Callable[[], str] | None) -> Iterator[None]:
+    """Checkpoints made inside the block take their ids from ``source`` (None: the default)."""
+    token = _id_source.set(source)
+    try:
+        yield
+    finally:
+        _id_source.reset(token)
 
 
 def id_time(checkpoint_id: str) -> dt.datetime | None:

@@ -27,6 +27,12 @@ from selectgraph.persistence._records import (
     apply_delta_in_place,
     copy_encoded,
 )
+from selectgraph.runtime._book_codec import (
+    decode_children,
+    decode_interrupt_records,
+    decode_memo,
+    decode_pending_writes,
+)
 from selectgraph.runtime._durable import (
     DURABILITIES,
     Durability,
@@ -38,7 +44,6 @@ from selectgraph.runtime._durable import (
 )
 from selectgraph.runtime._guard import guard_start
 from selectgraph.runtime._mirror import StateMirror
-from selectgraph.runtime._pending import decode_branch_writes
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
 
 if TYPE_CHECKING:
@@ -169,21 +174,9 @@ def _decode_interrupts(
     checkpoint: Checkpoint, serializer: StateSerializer
 ) -> tuple[dict[str, Interrupt], dict[str, Any]]:
     """(pending questions, recorded answers) of a checkpoint."""
-    pending: dict[str, Interrupt] = {}
-    answers: dict[str, Any] = {}
-    for interrupt_id, record in checkpoint.interrupts.items():
-        where = f"checkpoint {checkpoint.checkpoint_id!r} interrupts[{interrupt_id!r}]"
-        if record.get("answered"):
-            answers[interrupt_id] = serializer.decode(record.get("answer"), f"{where}.answer")
-        else:
-            pending[interrupt_id] = Interrupt(
-                id=interrupt_id,
-                node=str(record.get("node", "")),
-                prompt=str(record.get("prompt", "")),
-                payload=serializer.decode(record.get("payload"), f"{where}.payload"),
-                index=int(record.get("index", 0)),
-            )
-    return pending, answers
+    return decode_interrupt_records(
+        checkpoint.interrupts, serializer, f"checkpoint {checkpoint.checkpoint_id!r}"
+    )
 
 
 def _next_nodes(graph: CompiledGraph, checkpoint: Checkpoint) -> tuple[tuple[str, ...], str | None]:
@@ -273,25 +266,12 @@ def _restored_run(
         book = run.book = InterruptBook(answers=answers, pending=pending)
         where = f"checkpoint {checkpoint.checkpoint_id!r}"
         if type(memo) is dict:
-            for task, steps in memo.items():
-                book.memo[task] = {
-                    name: serializer.decode(value, f"{where} memo[{task!r}].{name}")
-                    for name, value in steps.items()
-                }
-        for key, records in checkpoint.pending_writes.items():
-            if records:
-                book.branches_done[key] = decode_branch_writes(
-                    records[-1], serializer, f"{where} pending_writes[{key!r}]"
-                )
+            book.memo.update(decode_memo(memo, serializer, where))
+        book.branches_done.update(
+            decode_pending_writes(checkpoint.pending_writes, serializer, where)
+        )
         if type(children) is dict:
-            for key, child in children.items():
-                book.children[key] = {
-                    "state": GraphState.from_dict(child["state"], serializer=serializer),
-                    "steps": int(child["steps"]),
-                    "visits": dict(child["visits"]),
-                    "next": list(child["next"]),
-                    "written": set(child["written"]) if "written" in child else None,
-                }
+            book.children.update(decode_children(children, serializer))
     mirror = None
     if options.durability != "exit":
         mirror = StateMirror(serializer, state, copy_encoded(encoded))

@@ -17,8 +17,9 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from selectgraph._errors import (
     BranchError,
@@ -38,7 +39,9 @@ from selectgraph._errors import (
 from selectgraph._sentinels import END, EndType
 from selectgraph._usage import NO_USAGE, Usage
 from selectgraph.graph._edges import (
+    Edge,
     Resolved,
+    RouteDecision,
     aresolve_next,
     match_simple,
     resolve_next,
@@ -104,6 +107,7 @@ from selectgraph.runtime._fanout import FanOutOptions, FanOutPlan, plan_fanout
 from selectgraph.runtime._guard import guard_output
 from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches, relative_to
 from selectgraph.runtime._retry import is_retryable, retry_after_failure
+from selectgraph.runtime._tasks import BranchTally, TaskRunner, current_task_runner
 
 if TYPE_CHECKING:
     from selectgraph.graph._compiled import CompiledGraph
@@ -131,6 +135,8 @@ _random_bits = random.getrandbits
 
 
 _NO_BUDGET = Budget()
+_NO_DIRECT: Final[dict[str, Any]] = {}
+"""The direct-call tables of a run whose tasks an executor runs: every node goes through it."""
 _STOPPED_EARLY = frozenset({"max_steps", "token_budget", "cost_budget", "time_budget", "cancelled"})
 """Stops before a node ran: continuing the run starts at that node."""
 _TRIGGERS = {
@@ -189,25 +195,6 @@ def _changes_nothing(output: NodeOutput, data: Any, reducers: Any) -> bool:
 _ABSENT: Any = object()
 
 
-def _encode_child(child: Any, serializer: Any) -> dict[str, Any]:
-    """A paused subgraph run (live, or as restored from a checkpoint) as JSON data."""
-    if isinstance(child, Run):
-        state, steps, visits, next_ = child.state, child.steps, child._visits, child._resume_next
-        written = child.written_keys
-    else:
-        state, steps, visits, next_ = child["state"], child["steps"], child["visits"], child["next"]
-        written = child.get("written")
-    record = {
-        "state": state.to_dict(serializer=serializer),
-        "steps": steps,
-        "visits": dict(visits),
-        "next": list(next_),
-    }
-    if written is not None:
-        record["written"] = sorted(written)  # what a passthrough subgraph hands back
-    return record
-
-
 def _cancel_reason(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
@@ -249,6 +236,17 @@ class Run:
         self._started = perf_counter()
         self._direct_calls = graph.direct_calls
         self._direct_async = graph.direct_async
+        tasks = current_task_runner()
+        if tasks is not None:
+            # An executor runs this run's tasks: every node goes through it.
+            self.tasks = tasks
+            self._direct_calls = self._direct_async = _NO_DIRECT
+            self._decide = partial(tasks.decision, self)
+
+    tasks: TaskRunner | None = None
+    """The executor's task runner, when an executor runs this run's tasks."""
+    _decide: Callable[[Edge, Awaitable[RouteDecision]], Awaitable[RouteDecision]] | None = None
+    """How an llm_decide edge's decision is made (through the task runner, when there is one)."""
 
     # Counters most runs never touch live on the class until first written, so
     # starting a run does not pay for them.
@@ -534,7 +532,7 @@ class Run:
                             quiet = False  # the router wrote
                 else:
                     if routes.is_async:
-                        resolved = await aresolve_next(name, routes, ok, state, nodes)
+                        resolved = await aresolve_next(name, routes, ok, state, nodes, self._decide)
                     else:
                         resolved = resolve_next(name, routes, ok, state, nodes)
                     target = self._follow(name, resolved)
@@ -765,6 +763,12 @@ class Run:
             del exc  # the traceback holds this frame: no cycle through a local
 
     async def _attempt(self, spec: NodeSpec, visit: int) -> NodeOutput:
+        tasks = self.tasks
+        if tasks is not None:
+            return await tasks.node(self, spec, visit, lambda: self._attempt_here(spec, visit))
+        return await self._attempt_here(spec, visit)
+
+    async def _attempt_here(self, spec: NodeSpec, visit: int) -> NodeOutput:
         policy = spec.error_policy or self.graph.settings.error_policy
         if policy is not ErrorPolicy.RETRY or not spec.adapter.executor_retries:
             return await self._call(spec, visit, 1)
@@ -1026,7 +1030,7 @@ class Run:
         recorder = self.recorder
         recorder.record(ParallelStarted, step, plan.source, tuple(labels), mode)
         started = perf_counter()
-        runs: list[BranchRun] = []
+        runs: list[BranchRun | BranchTally] = []  # what each branch's walk counts into this run
         single = plan.join is None
         quick_nodes: list[str] = []
         # Set when fail_all gives up: branches on worker threads stop before their next node.
@@ -1053,7 +1057,16 @@ class Run:
                 await self._keep_branch_writes(f"{step}:{task.ref.task_id}", writes)
             return writes
 
+        tasks = self.tasks
+        if tasks is not None:
+            tasks.fan_out(self, plan)
+
         async def branch_body(task: BranchTask) -> BranchWrites:
+            if tasks is not None:
+                return await tasks.branch(self, task, lambda: walk_branch(task), runs)
+            return await walk_branch(task)
+
+        async def walk_branch(task: BranchTask) -> BranchWrites:
             quick = self._quick_call(task.node, plan.join)
             if quick is not None:
                 quick_nodes.append(task.node)  # a visit, whether it succeeds or not
@@ -1123,10 +1136,10 @@ class Run:
             for node, count in branch.ran.items():
                 self._visits[node] = self._visits.get(node, 0) + count
             reached = max(reached, branch.steps)
-            if branch._degraded:
+            if branch.degraded:
                 self._degraded = True  # a failure a branch absorbed degrades the run
             if branch.hit_limit:
-                self._stopped_at = branch._stopped_at
+                self._stopped_at = branch.stopped_at
         self._branch_steps = reached
         failed_any = bool(failed)
         for task, exc in failed:
@@ -1237,6 +1250,8 @@ class Run:
         anything with retries, a timeout, a context, declared reads, a failure
         route or more nodes after it takes the general path.
         """
+        if self.tasks is not None:
+            return None  # an executor's branch task is a walk, whatever its shape
         max_steps = self.graph.settings.max_steps
         if max_steps is not None and self.steps + 1 > max_steps:
             return None  # a walk reports the step limit properly
@@ -1567,6 +1582,11 @@ class Run:
         return self._degraded
 
     @property
+    def stopped_at(self) -> Any:
+        """The node the walk would have run next when the step limit stopped it."""
+        return self._stopped_at
+
+    @property
     def history_start(self) -> int:
         """Entries of ``state.history`` that predate this run."""
         return self._history_start
@@ -1725,43 +1745,9 @@ class Run:
 
         The interrupts are the pending ones plus the answered ones of nodes not done.
         """
-        book = self._ensure_book()
-        encode = serializer.encode
-        records: dict[str, dict[str, Any]] = {}
-        for item in pending:
-            records[item.id] = {
-                "node": item.node,
-                "prompt": item.prompt,
-                "payload": encode(item.payload, f"interrupts[{item.id!r}].payload"),
-                "index": item.index,
-            }
-        for interrupt_id, answer in book.answers.items():
-            if interrupt_id not in records:
-                records[interrupt_id] = {
-                    "answered": True,
-                    "answer": encode(answer, f"interrupts[{interrupt_id!r}].answer"),
-                }
-        extra: dict[str, Any] = {}
-        pending_writes: dict[str, list[Any]] = {}
-        if book.branches_done:
-            from selectgraph.runtime._pending import encode_branch_writes
+        from selectgraph.runtime._book_codec import encode_book
 
-            pending_writes = {
-                key: [encode_branch_writes(writes, serializer, f"pending_writes[{key!r}]")]
-                for key, writes in book.branches_done.items()
-            }
-        if book.children:
-            extra["children"] = {
-                key: _encode_child(child, serializer) for key, child in book.children.items()
-            }
-        memo = {
-            task: {key: encode(value, f"memo[{task!r}].{key}") for key, value in steps.items()}
-            for task, steps in book.memo.items()
-            if steps
-        }
-        if memo:
-            extra["memo"] = memo
-        return records, extra, pending_writes
+        return encode_book(self._ensure_book(), serializer, pending)
 
     async def _stop_durably(self, stop: Stop) -> GraphResult:
         """End a run that has a checkpoint store: write its last checkpoint, then report."""
@@ -1865,7 +1851,9 @@ class Run:
             return target
         routes = self.graph.routes[node]
         if routes.is_async:
-            resolved = await aresolve_next(node, routes, ok, self.state, self.graph.nodes)
+            resolved = await aresolve_next(
+                node, routes, ok, self.state, self.graph.nodes, self._decide
+            )
         else:
             resolved = resolve_next(node, routes, ok, self.state, self.graph.nodes)
         return self._follow(node, resolved)

@@ -1,0 +1,339 @@
+"""The task runner a run uses inside a DBOS workflow: each task a step, replayed from its record.
+
+The step loop runs in the workflow as it runs anywhere; this runner turns
+each of its tasks into a DBOS step. A node's visit (retries included), a
+fan-out's branch (its whole walk) and an llm_decide edge's decision each
+run once and leave a JSON record (``_records``). When DBOS replays the
+workflow (another worker took it over, or the process restarted), every
+step that completed returns its record instead of running, and the runner
+hands the loop the same values the first execution gave it. The loop's own
+work between tasks (merging, routing, events, checkpoints) is cheap and
+deterministic, so it simply happens again.
+
+Events and checkpoints go to the run's DBOS stream from workflow code, one
+item per task: a stream write from workflow code is itself a step, so a
+replay never writes an item twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Final
+
+from dbos import DBOS
+
+from selectgraph._serialization import StateSerializer
+from selectgraph.executors.dbos._records import (
+    decode_decision,
+    decode_interrupt,
+    decode_tally,
+    encode_budget_stop,
+    encode_decision,
+    encode_failure,
+    encode_interrupt,
+    encode_tally,
+    rebuild_budget_stop,
+    rebuild_failure,
+)
+from selectgraph.graph._interrupts import NodeInterrupt
+from selectgraph.observe._codec import event_to_json
+from selectgraph.observe._events import GraphEvent
+from selectgraph.persistence._memory import InMemoryCheckpointStore
+from selectgraph.persistence._records import Checkpoint
+from selectgraph.runtime._book_codec import (
+    decode_children,
+    decode_interrupt_records,
+    decode_memo,
+    encode_book,
+)
+from selectgraph.runtime._control import BudgetStop, RunCancelledByToken, current_control
+from selectgraph.runtime._pending import (
+    decode_branch_writes,
+    decode_node_output,
+    encode_branch_writes,
+    encode_node_output,
+)
+from selectgraph.runtime._tasks import running_tasks_with
+
+if TYPE_CHECKING:
+    from selectgraph.graph._edges import Edge, RouteDecision
+    from selectgraph.graph._nodes import NodeSpec
+    from selectgraph.graph._output import NodeOutput
+    from selectgraph.runtime._branches import BranchTask
+    from selectgraph.runtime._fanout import FanOutPlan
+    from selectgraph.runtime._join import BranchWrites
+    from selectgraph.runtime._run import Run
+
+__all__ = ["STREAM", "DBOSTaskRunner", "Publisher", "PublishingStore"]
+
+STREAM: Final = "selectgraph"
+"""The run's stream: items ``{"events": [...], "checkpoints": [...]}``, in order."""
+
+_step_events: ContextVar[list[dict[str, Any]] | None] = ContextVar(
+    "selectgraph_dbos_step_events", default=None
+)
+"""Inside a step: where the events it emits go (they are part of its record)."""
+
+
+class Publisher:
+    """Collects a run's events and checkpoints and writes them to its stream, a batch per task.
+
+    It listens to the run's events. An event emitted inside a step goes into
+    that step's record (and reaches the stream through it, also on replay);
+    any other is the loop's and is buffered here.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.checkpoints: list[dict[str, Any]] = []
+
+    def __call__(self, event: GraphEvent) -> None:
+        bucket = _step_events.get()
+        (self.events if bucket is None else bucket).append(event_to_json(event))
+
+    async def flush(self) -> None:
+        """Write what was buffered as one stream item (workflow code: recorded, once)."""
+        item = {"events": self.events, "checkpoints": self.checkpoints}
+        self.events, self.checkpoints = [], []
+        await DBOS.write_stream_async(STREAM, item)
+
+
+class PublishingStore(InMemoryCheckpointStore):
+    """The workflow's checkpoint store: in memory, each saved checkpoint also published.
+
+    The run's checkpoints are rebuilt by every replay (their ids are replayable),
+    so memory is enough for resuming inside the workflow; the stream carries them
+    to other processes for ``get_state`` and ``get_history``.
+    """
+
+    def __init__(self, publisher: Publisher) -> None:
+        super().__init__()
+        self._publisher = publisher
+
+    def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
+        super()._save(checkpoint, expected_version)
+        self._publisher.checkpoints.append(json.loads(self._records[checkpoint.checkpoint_id]))
+
+
+class DBOSTaskRunner:
+    """Runs each task of one top-level run as a DBOS step (see the module's docstring)."""
+
+    def __init__(self, serializer: StateSerializer, publisher: Publisher) -> None:
+        self.serializer = serializer
+        self.publisher = publisher
+
+    # ------------------------------------------------------------------ nodes
+    async def node(
+        self,
+        run: Run,
+        spec: NodeSpec,
+        visit: int,
+        call: Callable[[], Awaitable[NodeOutput]],
+    ) -> NodeOutput:
+        await self.publisher.flush()
+        serializer = self.serializer
+        name = spec.name
+        live: list[Any] = []  # what the first execution produced, unencoded
+
+        async def step() -> dict[str, Any]:
+            events: list[dict[str, Any]] = []
+            token = _step_events.set(events)
+            before = self._book(run)
+            record: dict[str, Any] = {}
+            try:
+                with running_tasks_with(None):
+                    output = await call()
+                record["ok"] = encode_node_output(output, serializer, f"node {name!r}")
+                live.append(output)
+            except NodeInterrupt as signal:
+                record["interrupt"] = encode_interrupt(signal.interrupt, serializer)
+                live.append(signal)
+            except BudgetStop as stop:
+                record["budget"] = encode_budget_stop(stop)
+                live.append(stop)
+            except RunCancelledByToken as stop:
+                record["token_cancelled"] = True
+                live.append(stop)
+            except Exception as exc:
+                record["error"] = encode_failure(exc)
+                live.append(exc)
+            finally:
+                _step_events.reset(token)
+            record["attempts"] = run._attempts
+            record["events"] = events
+            added = self._added(before, self._book(run))
+            if added:
+                record["book"] = added
+            return record
+
+        record = await DBOS.run_step_async({"name": f"node:{name}"}, step)
+        self.publisher.events.extend(record["events"])
+        run._attempts = int(record.get("attempts", 1))
+        if live:  # this process ran it: the loop gets the very objects
+            outcome = live[0]
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome  # type: ignore[no-any-return]
+        return self._replay_node(run, spec, record)
+
+    def _replay_node(self, run: Run, spec: NodeSpec, record: dict[str, Any]) -> NodeOutput:
+        self._restore_book(run, record.get("book"))
+        if "ok" in record:
+            output = decode_node_output(record["ok"], self.serializer, f"node {spec.name!r}")
+            _count(output.usage)
+            if run.book is not None:
+                run.task_done(run.task_id(spec.name, run.branch))
+            return output
+        if "interrupt" in record:
+            raise NodeInterrupt(decode_interrupt(record["interrupt"], self.serializer))
+        if "budget" in record:
+            raise rebuild_budget_stop(record["budget"])
+        if record.get("token_cancelled"):
+            raise RunCancelledByToken()
+        failure = rebuild_failure(record["error"])
+        _count(getattr(failure, "usage", None))
+        raise failure
+
+    # --------------------------------------------------------------- branches
+    def fan_out(self, run: Run, plan: FanOutPlan) -> None:
+        """Nothing to prepare: each branch reserves its step as its task starts, in order."""
+
+    async def branch(
+        self,
+        run: Run,
+        task: BranchTask,
+        body: Callable[[], Awaitable[BranchWrites]],
+        walks: list[Any],
+    ) -> BranchWrites:
+        serializer = self.serializer
+        label = task.ref.label
+        where = f"branch {label!r}"
+        live: list[Any] = []
+
+        async def step() -> dict[str, Any]:
+            events: list[dict[str, Any]] = []
+            token = _step_events.set(events)
+            before = self._book(run)
+            record: dict[str, Any] = {}
+            try:
+                with running_tasks_with(None):
+                    writes = await body()
+                record["ok"] = encode_branch_writes(writes, serializer, where)
+                live.append(writes)
+            except NodeInterrupt as signal:
+                record["interrupt"] = encode_interrupt(signal.interrupt, serializer)
+                live.append(signal)
+            except BudgetStop as stop:
+                record["budget"] = encode_budget_stop(stop)
+                live.append(stop)
+            except RunCancelledByToken as stop:
+                record["token_cancelled"] = True
+                live.append(stop)
+            except Exception as exc:
+                record["error"] = encode_failure(exc)
+                live.append(exc)
+            finally:
+                _step_events.reset(token)
+            # Branches run at once: this branch's walks are the ones made for its task.
+            record["tally"] = encode_tally([w for w in walks if w.branch is task.ref])
+            record["events"] = events
+            added = self._added(before, self._book(run))
+            if added:
+                record["book"] = added
+            return record
+
+        # Branches start in merge order, each drawing its step id as its task
+        # begins, so a replay matches each record to the same branch.
+        record = await DBOS.run_step_async({"name": f"branch:{task.ref.task_id}"}, step)
+        self.publisher.events.extend(record["events"])
+        if live:
+            outcome = live[0]
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome  # type: ignore[no-any-return]
+        tally = decode_tally(record["tally"])
+        walks.append(tally)
+        _count(tally.usage)
+        self._restore_book(run, record.get("book"))
+        if "ok" in record:
+            return decode_branch_writes(record["ok"], serializer, where)
+        if "interrupt" in record:
+            raise NodeInterrupt(decode_interrupt(record["interrupt"], serializer))
+        if "budget" in record:
+            raise rebuild_budget_stop(record["budget"])
+        if record.get("token_cancelled"):
+            raise RunCancelledByToken()
+        raise rebuild_failure(record["error"])
+
+    # -------------------------------------------------------------- decisions
+    async def decision(
+        self, run: Run, edge: Edge, pending: Awaitable[RouteDecision]
+    ) -> RouteDecision:
+        live: list[RouteDecision] = []
+
+        async def step() -> dict[str, Any]:
+            with running_tasks_with(None):
+                decision = await pending
+            live.append(decision)
+            return encode_decision(decision)
+
+        record = await DBOS.run_step_async({"name": f"decide:{edge.source}"}, step)
+        if live:
+            return live[0]
+        close = getattr(pending, "close", None)
+        if close is not None:
+            close()  # the recorded decision stands; the call is never made
+        decision = decode_decision(record)
+        _count(decision.usage)
+        return decision
+
+    # ------------------------------------------------------------------- book
+    def _book(self, run: Run) -> dict[str, dict[str, Any]]:
+        """The parts of the run's InterruptBook a task can add to, encoded."""
+        book = run.book
+        if book is None:
+            return {}
+        records, extra, _ = encode_book(book, self.serializer, book.pending.values())
+        return {
+            "interrupts": records,
+            "memo": extra.get("memo", {}),
+            "children": extra.get("children", {}),
+        }
+
+    @staticmethod
+    def _added(
+        before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Entries of ``after`` that ``before`` lacked or held otherwise."""
+        added: dict[str, Any] = {}
+        for part, entries in after.items():
+            old = before.get(part, {})
+            new = {key: value for key, value in entries.items() if old.get(key) != value}
+            if new:
+                added[part] = new
+        return added
+
+    def _restore_book(self, run: Run, added: dict[str, Any] | None) -> None:
+        """Put back what a replayed task had added to the book."""
+        if not added:
+            return
+        book = run._ensure_book()
+        serializer = self.serializer
+        pending, answers = decode_interrupt_records(
+            added.get("interrupts", {}), serializer, "replayed task"
+        )
+        book.pending.update(pending)
+        book.answers.update(answers)
+        book.memo.update(decode_memo(added.get("memo", {}), serializer, "replayed task"))
+        book.children.update(decode_children(added.get("children", {}), serializer))
+
+
+def _count(usage: Any) -> None:
+    """Count a replayed task's model usage into the run's budgets, as its first execution did."""
+    if usage is None:
+        return
+    control = current_control()
+    if control is not None:
+        control.add(usage)

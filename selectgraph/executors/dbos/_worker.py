@@ -1,0 +1,89 @@
+"""A worker: DBOS launched in this process, the graphs installed, runs taken from the queue.
+
+One worker per process (DBOS keeps one instance per process). The worker
+launches DBOS inside the running event loop, so the runs it dequeues run on
+that loop; it registers the queue with its concurrency, beats its lease and
+watches the others' (PostgreSQL), and stops when ``stop`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from selectgraph.executors.dbos._database import create_engine, create_tables, probe
+from selectgraph.executors.dbos._leases import Leases
+from selectgraph.executors.dbos._serializer import JsonSerializer, refuse_pickle
+from selectgraph.executors.dbos._workflow import install_graphs
+
+if TYPE_CHECKING:
+    from selectgraph.executors.dbos._executor import DBOSExecutor
+
+__all__ = ["serve"]
+
+logger = logging.getLogger("selectgraph.executors")
+
+
+async def serve(
+    executor: DBOSExecutor, stop: asyncio.Event, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Work for ``executor``'s queue until ``stop`` is set; ``on_ready()`` once it takes runs.
+
+    Raises:
+        DatabaseUnavailableError: the database does not answer.
+        RuntimeError: this process already runs a DBOS instance.
+    """
+    from dbos import DBOS, DBOSConfig, _dbos
+
+    if not executor.graphs:
+        raise ValueError(
+            "a worker needs at least one graph: DBOSExecutor(..., graphs={name: graph})"
+        )
+    if _dbos._dbos_global_instance is not None:
+        raise RuntimeError("this process already runs DBOS; run one selectgraph worker per process")
+    url = executor.database_url
+    probe(url)
+    refuse_pickle()
+    install_graphs(executor.graphs)
+    leases = None
+    if not executor.single_node:
+        engine = create_engine(url, pool_size=1)
+        try:
+            create_tables(engine)
+        finally:
+            engine.dispose()
+        leases = Leases(url, executor.executor_id, ttl=executor.lease_ttl)
+    config: DBOSConfig = {
+        "name": executor.app_name,
+        "system_database_url": url,
+        "executor_id": executor.executor_id,
+        "application_version": executor.app_version,
+        "serializer": JsonSerializer(),
+        "log_level": "WARNING",
+        "notification_listener_polling_interval_sec": min(executor.poll_interval, 0.1),
+    }
+    DBOS(config=config)
+    try:
+        if leases is not None:
+            leases.start()  # known to the others before it takes any run
+        DBOS.launch()  # inside this loop: dequeued runs execute on it
+        await DBOS.register_queue_async(
+            executor.queue,
+            worker_concurrency=executor.worker_concurrency,
+            polling_interval_sec=executor.poll_interval,
+        )
+        logger.info(
+            "worker %s serving queue %r with graphs %s",
+            executor.executor_id,
+            executor.queue,
+            ", ".join(sorted(executor.graphs)),
+        )
+        if on_ready is not None:
+            on_ready()
+        await stop.wait()
+    finally:
+        if leases is not None:
+            leases.stop()
+        DBOS.destroy(workflow_completion_timeout_sec=0)

@@ -1,0 +1,218 @@
+"""The one DBOS workflow every selectgraph run is: look the graph up by name and run it.
+
+A queued record names a graph and carries the run's input as JSON data; it
+never names code. The worker finds the graph among those it was given and
+runs it with :class:`DBOSTaskRunner` installed, an in-memory checkpoint store
+whose checkpoints are published, and a publisher for events. At an
+interrupt the workflow publishes the questions, marks the run interrupted
+and waits in a durable ``recv`` for answers (which ``resume`` sends from any
+process); then it resumes the run in place, as ``graph.aresume`` does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from dbos import DBOS
+
+from selectgraph._errors import GraphRunError
+from selectgraph._serialization import StateSerializer
+from selectgraph.executors.dbos._records import (
+    encode_failure,
+    encode_interrupt,
+    encode_result,
+)
+from selectgraph.executors.dbos._runner import DBOSTaskRunner, Publisher, PublishingStore
+from selectgraph.graph._compiled import CompiledGraph, GraphInput
+from selectgraph.graph._result import GraphResult
+from selectgraph.graph._state import GraphState
+from selectgraph.persistence._records import checkpoint_ids_from, decode_record, replayable_ids
+from selectgraph.runtime._tasks import running_tasks_with
+
+__all__ = [
+    "ANSWERS",
+    "FAILURE",
+    "INTERRUPTS",
+    "STATE_ATTRIBUTE",
+    "WAKE",
+    "WORKFLOW",
+    "UnknownGraphError",
+    "decode_input",
+    "encode_input",
+    "install_graphs",
+]
+
+WORKFLOW: Final = "selectgraph.run"
+"""The registered name of the workflow (what a queued record names)."""
+ANSWERS: Final = "selectgraph.answers"
+"""The topic ``resume`` sends answers on."""
+INTERRUPTS: Final = "selectgraph.interrupts"
+"""The event holding a paused run's pending questions."""
+FAILURE: Final = "selectgraph.failure"
+"""The event holding a failed run's error and state."""
+STATE_ATTRIBUTE: Final = "selectgraph"
+"""The workflow attribute saying ``running`` or ``interrupted`` (DBOS has no such status)."""
+WAKE: Final = "selectgraph.wake"
+"""A message that only wakes a waiting workflow (sent after cancelling it)."""
+_WAIT_SECONDS: Final = 24 * 3600.0
+
+
+class UnknownGraphError(LookupError):
+    """A queued run names a graph this worker was not given."""
+
+
+_graphs: dict[str, CompiledGraph] = {}
+
+
+def install_graphs(graphs: Mapping[str, CompiledGraph]) -> None:
+    """The graphs this process's workflows run, by name."""
+    _graphs.clear()
+    _graphs.update(graphs)
+
+
+# ---------------------------------------------------------------------- input
+def encode_input(value: GraphInput, serializer: StateSerializer) -> dict[str, Any]:
+    """A run's input as JSON data.
+
+    Raises:
+        TypeError: ``value`` is not a GraphState, a mapping, a prompt string or None.
+        StateSerializationError: a value in it is not something a state can hold.
+    """
+    if value is None:
+        return {"kind": "none"}
+    if isinstance(value, str):
+        return {"kind": "prompt", "value": value}
+    if isinstance(value, GraphState):
+        return {"kind": "state", "value": value.to_dict(serializer=serializer)}
+    if isinstance(value, Mapping):
+        return {"kind": "data", "value": serializer.encode(dict(value), "input")}
+    raise TypeError(
+        f"a run starts from a GraphState, a mapping of data, a prompt string or None; "
+        f"got {type(value).__name__}"
+    )
+
+
+def decode_input(record: Mapping[str, Any], serializer: StateSerializer) -> GraphInput:
+    """The input :func:`encode_input` wrote (decoding only the classes ``serializer`` allows)."""
+    kind = record.get("kind")
+    if kind == "none":
+        return None
+    if kind == "prompt":
+        return str(record["value"])
+    if kind == "state":
+        return GraphState.from_dict(record["value"], serializer=serializer)
+    if kind == "data":
+        value = serializer.decode(record["value"], "input")
+        if not isinstance(value, dict):
+            raise ValueError(f"a run's input data must be an object, got {type(value).__name__}")
+        return value
+    raise ValueError(f"unknown input kind {kind!r}")
+
+
+# ------------------------------------------------------------------- workflow
+@DBOS.workflow(name=WORKFLOW)
+async def selectgraph_run(graph_name: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Run graph ``graph_name`` as this workflow (the run id is the workflow id)."""
+    run_id = DBOS.workflow_id
+    assert run_id is not None
+    graph = _graphs.get(graph_name)
+    if graph is None:
+        known = ", ".join(sorted(_graphs)) or "none"
+        raise UnknownGraphError(
+            f"run {run_id!r} names graph {graph_name!r}, which this worker does not have "
+            f"(it has: {known}); register it under that name on every worker"
+        )
+    serializer = graph.serializer
+    publisher = Publisher()
+    store = PublishingStore(publisher)
+    started = dt.datetime.fromisoformat(request["started_at"])
+    runner = DBOSTaskRunner(serializer, publisher)
+    with running_tasks_with(runner), checkpoint_ids_from(replayable_ids(started, run_id)):
+        try:
+            result = await _start(graph, request, run_id, store, publisher, serializer)
+            while result.interrupted:
+                answers = await _answers(run_id, result, publisher, serializer)
+                result = await graph.aresume(answers, checkpoint_store=store, observers=[publisher])
+        except GraphRunError as error:
+            await publisher.flush()
+            await DBOS.set_event_async(FAILURE, _failure(error, serializer))
+            raise
+    await publisher.flush()
+    return encode_result(result, serializer)
+
+
+async def _start(
+    graph: CompiledGraph,
+    request: Mapping[str, Any],
+    run_id: str,
+    store: PublishingStore,
+    publisher: Publisher,
+    serializer: StateSerializer,
+) -> GraphResult:
+    fork = request.get("fork")
+    if fork is None:
+        input = decode_input(request["input"], serializer)
+        return await graph.arun(input, run_id=run_id, checkpoint_store=store, observers=[publisher])
+    # A fork of another run: its checkpoints up to the chosen one were read when the
+    # fork was started; they seed this run's store, and the run forks from there.
+    for raw in fork["checkpoints"]:
+        checkpoint = decode_record(_bytes(raw), str(raw.get("checkpoint_id")))
+        await store.asave(checkpoint, expected_version=checkpoint.version - 1)
+    return await graph.arun(
+        None,
+        run_id=run_id,
+        checkpoint_id=str(fork["checkpoint_id"]),
+        checkpoint_store=store,
+        observers=[publisher],
+    )
+
+
+def _bytes(raw: Mapping[str, Any]) -> bytes:
+    return json.dumps(raw, separators=(",", ":")).encode()
+
+
+async def _answers(
+    run_id: str, result: GraphResult, publisher: Publisher, serializer: StateSerializer
+) -> dict[str, Any]:
+    """Publish the run's questions and wait, durably, until some of them are answered."""
+    await publisher.flush()
+    pending = {item.id for item in result.interrupts}
+    await DBOS.set_event_async(
+        INTERRUPTS,
+        {
+            "pending": [encode_interrupt(item, serializer) for item in result.interrupts],
+            "result": encode_result(result, serializer),
+        },
+    )
+    await DBOS.update_workflow_attributes_async(
+        run_id, {STATE_ATTRIBUTE: "interrupted"}, merge=True
+    )
+    while True:
+        message = await DBOS.recv_async(ANSWERS, timeout_seconds=_WAIT_SECONDS)
+        if type(message) is not dict:
+            continue  # a timeout (wait again) or a wake-up after a cancel
+        answers = {
+            key: serializer.decode(value, f"answer to {key!r}")
+            for key, value in dict(message.get("answers", {})).items()
+            if key in pending
+        }
+        if answers:
+            break
+    await DBOS.update_workflow_attributes_async(run_id, {STATE_ATTRIBUTE: "running"}, merge=True)
+    await DBOS.set_event_async(INTERRUPTS, {"pending": [], "result": None})
+    return answers
+
+
+def _failure(error: GraphRunError, serializer: StateSerializer) -> dict[str, Any]:
+    """A failed run's error and the state it failed in, for the client's ``result()``."""
+    record: dict[str, Any] = {"error": encode_failure(error)}
+    state = error.state
+    if state is not None:
+        try:
+            record["state"] = state.to_dict(serializer=serializer)
+        except Exception as exc:  # a state that cannot be encoded still reports its error
+            record["state_error"] = f"{type(exc).__name__}: {exc}"
+    return record
