@@ -479,10 +479,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "suite",
         nargs="?",
-        choices=["all", "checkpoints", "observability"],
+        choices=["all", "checkpoints", "observability", "scaleout"],
         default="all",
         help="'checkpoints' runs only the durable-execution benchmark (issue 9), "
-        "'observability' only the observer, stream, tracing and budget-check one (issue 10)",
+        "'observability' only the observer, stream, tracing and budget-check one (issue 10), "
+        "'scaleout' the DBOS executor over worker processes (issue 14; not part of 'all')",
     )
     args = parser.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
@@ -501,6 +502,14 @@ def main(argv: list[str] | None = None) -> int:
         f"selectgraph {__version__} vs langgraph {lg_version or '-'}, Python "
         f"{platform.python_version()}, {platform.machine()}; median of {shown} repetitions\n"
     )
+    if args.suite == "scaleout":
+        from benchmarks import scaleout
+
+        found = scaleout.measure(args.quick)
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump(found, handle, indent=2)
+        return 0
     if args.suite == "checkpoints":
         ck_rows = ck.measure(ck_repeats, ck_steps, lg_version is not None)
         ck.print_table(ck_rows, ck_repeats)

@@ -70,6 +70,7 @@ PUBLIC_MODULES = [
     "selectgraph.testing",
     "selectgraph.supervisor",
     "selectgraph.research",
+    "selectgraph.executors",
 ]
 """Modules whose ``__all__`` is the public API the reference documents."""
 
@@ -130,6 +131,7 @@ def programs(page: Path) -> list[list[Block]]:
 NOT_RUN_HERE = {
     "docs/howto/local-models.md": "needs a model; tests/real_models/test_local_models_doc.py",
     "docs/howto/checkpoint-stores.md": "needs Postgres; tests/persistence/test_docs_page.py",
+    "docs/scaling-out.md": "starts DBOS, one per process; tests/executors/test_docs_page.py",
 }
 """Pages with code that another test runs, and why it is not run here."""
 

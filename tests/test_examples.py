@@ -24,6 +24,7 @@ EXPECTED = {
     "10_supervisor.py": "== MAGENTIC: end, 3 round(s)",
     "11_deep_research.py": "## Sources\n\n[1] ",
     "12_studio.py": "Watch it run:  selectgraph studio examples/12_studio.py:graph",
+    "13_ticket_triage.py": "ticket-4: refund declined; ran on worker-",
 }
 
 

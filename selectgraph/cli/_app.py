@@ -376,6 +376,9 @@ def worker(
     poll_interval: Annotated[
         float, typer.Option("--poll-interval", help="Seconds between polls of the queue.")
     ] = 0.1,
+    pool_size: Annotated[
+        int, typer.Option("--pool-size", help="Database connections the worker keeps.")
+    ] = 10,
     allow: AllowOpt = None,
 ) -> None:
     """Serve runs from an executor's queue until stopped (SIGINT or SIGTERM)."""
@@ -397,6 +400,7 @@ def worker(
             executor_id=executor_id,
             lease_ttl=lease_ttl,
             poll_interval=poll_interval,
+            pool_size=pool_size,
         )
     except (LoadError, ValueError, SelectGraphError) as error:
         _fail(str(error))

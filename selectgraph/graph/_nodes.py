@@ -87,6 +87,22 @@ class NodeContext:
         return None if runtime is None else runtime.previous_result(self.node)
 
     @property
+    def task_id(self) -> str:
+        """This visit's stable id in the run: ``"<step>:<node>"``, under its branch and subgraph.
+
+        The same when the visit runs again (a resume, a worker taking a run over),
+        so ``f"{context.run_id}/{context.task_id}"`` is an idempotency key for a
+        side effect the node must not make twice.
+        """
+        runtime = self.runtime
+        if runtime is not None:
+            return str(runtime.task_id(self.node, self.branch))
+        task = f"{self.step}:{self.node}"
+        if self.branch is not None:
+            task = f"{self.branch.task_id}/{task}"
+        return "/".join((*self.namespace, task))
+
+    @property
     def usage(self) -> Usage:
         """The run's model usage so far: every call made, this node's included.
 

@@ -53,6 +53,8 @@ class BranchTally:
     """Whether the branch stopped at max_steps."""
     stopped_at: Any = None
     """Where it would have gone next, when it hit the limit."""
+    branch: Any = None
+    """The BranchRef of the branch it stands for."""
 
 
 class TaskRunner(Protocol):

@@ -37,15 +37,25 @@ def _admin(sql: str) -> None:
         connection.execute(sql)
 
 
-@pytest.fixture(scope="module")
-def database() -> Iterator[str]:
-    """A fresh PostgreSQL database's URL, dropped after the module."""
+def _fresh_database() -> Iterator[str]:
     name = f"sg_dbos_{uuid.uuid4().hex[:12]}"
     _admin(f"create database {name}")
     try:
         yield f"{SERVER}/{name}"
     finally:
         _admin(f"drop database if exists {name} with (force)")
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    """A fresh PostgreSQL database's URL, dropped after the module."""
+    yield from _fresh_database()
+
+
+@pytest.fixture
+def own_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test (its workers' leases start empty)."""
+    yield from _fresh_database()
 
 
 @dataclass
@@ -59,12 +69,15 @@ class Workers:
     lease_ttl: float = 2.0
     started: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start(self, executor_id: str, *, wait: bool = True) -> subprocess.Popen[bytes]:
+    def start(
+        self, executor_id: str, *, wait: bool = True, **env_vars: str
+    ) -> subprocess.Popen[bytes]:
         env = dict(
             os.environ,
             SG_EFFECTS=str(self.effects),
             SG_NODE_SECONDS=str(self.seconds),
             PYTHONPATH=str(ROOT),
+            **env_vars,
         )
         log = self.logs / f"{executor_id}.log"
         with log.open("ab") as output:
@@ -109,6 +122,9 @@ class Workers:
             time.sleep(0.05)
         raise AssertionError(f"worker {executor_id} did not start:\n{log.read_text()}")
 
+    def pid_of(self, executor_id: str) -> int:
+        return self.started[executor_id].pid
+
     def kill(self, executor_id: str) -> None:
         """SIGKILL: no cleanup, no goodbye."""
         process = self.started[executor_id]
@@ -134,19 +150,31 @@ class Workers:
         return [line for line in lines if run_id is None or line["run"] == run_id]
 
     def counts(self, run_id: str | None = None) -> Counter[tuple[str, str]]:
-        """How often each (run, task) ran."""
-        return Counter((line["run"], line["task"]) for line in self.executions(run_id))
+        """How often each (run, task) started."""
+        return Counter(
+            (line["run"], line["task"])
+            for line in self.executions(run_id)
+            if line["what"] != "done"
+        )
+
+    def finished(self, pid: int) -> set[tuple[str, str]]:
+        """The (run, task) pairs that process ``pid`` saw through to their end."""
+        return {
+            (line["run"], line["task"])
+            for line in self.executions()
+            if line["what"] == "done" and line["pid"] == pid
+        }
 
     def log(self, executor_id: str) -> str:
         return (self.logs / f"{executor_id}.log").read_text(errors="replace")
 
 
 @pytest.fixture
-def workers(database: str, tmp_path: Path) -> Iterator[Workers]:
+def workers(own_database: str, tmp_path: Path) -> Iterator[Workers]:
     """Start workers with ``workers.start(id)``; they are stopped after the test."""
     logs = tmp_path / "logs"
     logs.mkdir()
-    pool = Workers(database, tmp_path / "effects.jsonl", logs)
+    pool = Workers(own_database, tmp_path / "effects.jsonl", logs)
     try:
         yield pool
     finally:

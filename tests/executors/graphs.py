@@ -27,6 +27,7 @@ from selectgraph import (
     Scatter,
     append,
 )
+from selectgraph.graph._compiled import GraphInput
 from selectgraph.providers import LocalProvider
 
 
@@ -47,12 +48,14 @@ def record(context: NodeContext, what: str = "") -> None:
         file.write(json.dumps(line) + "\n")
 
 
-async def work(context: NodeContext) -> None:
-    """The node's effect, then its 'model call'."""
+async def work(context: NodeContext, seconds: float | None = None) -> None:
+    """The node's effect, then its 'model call'; a second record says it finished."""
     record(context)
-    seconds = float(os.environ.get("SG_NODE_SECONDS", "0"))
+    if seconds is None:
+        seconds = float(os.environ.get("SG_NODE_SECONDS", "0"))
     if seconds:
         await asyncio.sleep(seconds)
+    record(context, "done")
 
 
 # ---------------------------------------------------------------- three nodes
@@ -124,7 +127,9 @@ def _scatter(state: Any) -> list[Scatter]:
 
 
 async def _research(state: Any, context: NodeContext) -> dict[str, Any]:
-    await work(context)
+    # One topic can be made slow, so a test can stop a worker while only it runs.
+    slow = state.data["topic"] == os.environ.get("SG_SLOW_TOPIC")
+    await work(context, 3.0 if slow else None)
     return {"notes": [f"note on {state.data['topic']}"]}
 
 
@@ -203,7 +208,7 @@ async def _stream(state: Any, context: NodeContext) -> AsyncGenerator[Any, None]
     yield {"trail": ["streamed"]}
 
 
-EQUIVALENT = {
+EQUIVALENT: dict[str, tuple[AgentGraph, GraphInput]] = {
     "three": (three, {"trail": []}),
     "fanout": (fanout, {}),
     "agents": (agents, "Say something about tides."),

@@ -37,8 +37,8 @@ def worker(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     where = tmp_path_factory.mktemp("api-worker")
     (where / "logs").mkdir()
     pool = Workers(database, where / "effects.jsonl", where / "logs")
-    pool.start("api-1")
     try:
+        pool.start("api-1")
         yield pool
     finally:
         pool.stop_all()

@@ -60,6 +60,7 @@ class UnknownRunError(LookupError):
             f"no run {run_id!r} in this executor's database (start one with executor.start())"
         )
         self.run_id = run_id
+        """The id that was asked for."""
 
 
 def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
@@ -96,6 +97,9 @@ class DBOSExecutor:
             client's reads of a run's events).
         lease_ttl: Seconds without a heartbeat after which a worker counts as
             dead and its runs are taken over (PostgreSQL only).
+        pool_size: Database connections a worker's DBOS keeps; a worker holds
+            about this many plus four, which ``max_connections`` must allow for
+            every worker.
     """
 
     def __init__(
@@ -110,6 +114,7 @@ class DBOSExecutor:
         app_version: str = APP_VERSION,
         poll_interval: float = 0.1,
         lease_ttl: float = 5.0,
+        pool_size: int = 10,
     ) -> None:
         if not isinstance(database_url, str) or not database_url:
             raise ValueError("database_url must be a database URL string")
@@ -125,6 +130,7 @@ class DBOSExecutor:
         self.app_version = app_version
         self.poll_interval = poll_interval
         self.lease_ttl = lease_ttl
+        self.pool_size = pool_size
         self.graphs: dict[str, CompiledGraph] = {}
         for name, graph in (graphs or {}).items():
             self.register(name, graph)
@@ -141,6 +147,13 @@ class DBOSExecutor:
             raise TypeError(
                 f"graph {name!r} must be an AgentGraph or a compiled graph, "
                 f"got {type(graph).__name__}"
+            )
+        gates = sorted(graph.settings.pause_before | graph.settings.pause_after)
+        if gates:
+            raise ValueError(
+                f"graph {name!r} pauses before or after {', '.join(map(repr, gates))}; "
+                "pause gates are not supported on the DBOS executor (a run there continues "
+                "only on an answer): ask with a generator node's InterruptRequest instead"
             )
         self.graphs[name] = graph
 
@@ -183,6 +196,7 @@ class DBOSExecutor:
 
     @property
     def claims(self) -> Claims:
+        """The table of answers given to interrupts (made on first use)."""
         if self._claims is None:
             self._claims = Claims(create_engine(self.database_url))
         return self._claims
@@ -331,11 +345,10 @@ class DBOSExecutor:
         source = self.handle(run_id)
         chain: list[dict[str, Any]] = []
         found = False
-        for item in source._items(follow=False):
-            for raw in item.get("checkpoints", []):
-                if raw.get("run_id") == run_id and not found:
-                    chain.append(raw)
-                    found = raw.get("checkpoint_id") == checkpoint_id
+        for raw in source.checkpoint_records():
+            if raw.get("run_id") == run_id and not found:
+                chain.append(raw)
+                found = raw.get("checkpoint_id") == checkpoint_id
         if not found:
             raise ResumeError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}", run_id=run_id)
         fork_id = new_run_id or _fork_id()

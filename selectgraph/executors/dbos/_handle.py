@@ -37,7 +37,15 @@ if TYPE_CHECKING:
 __all__ = ["RunCancelledError", "RunFailedError", "RunHandle", "RunStatus"]
 
 RunStatus = Literal["queued", "running", "interrupted", "done", "failed", "cancelled"]
-"""Where a run stands: waiting for a worker, running, waiting for an answer, or ended."""
+"""Where a run stands (``handle.status()``).
+
+- ``"queued"``: waiting for a worker to take it.
+- ``"running"``: a worker runs it (or will take it over from one that died).
+- ``"interrupted"``: it waits for an answer (``handle.interrupts()``).
+- ``"done"``: it ended; ``handle.result()`` is its GraphResult.
+- ``"failed"``: it ended with an error; ``handle.result()`` raises RunFailedError.
+- ``"cancelled"``: it was cancelled before it ended.
+"""
 
 _STATUSES: Final[dict[str, RunStatus]] = {
     "ENQUEUED": "queued",
@@ -66,7 +74,9 @@ class RunFailedError(GraphRunError):
     ) -> None:
         super().__init__(message, state=state, node=node, step=step)
         self.run_id = run_id
+        """The run that failed."""
         self.error_type = error_type
+        """The name of the exception the worker raised (``NodeError``, ``UnknownGraphError``...)."""
 
 
 class RunCancelledError(Exception):
@@ -75,6 +85,7 @@ class RunCancelledError(Exception):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"run {run_id!r} was cancelled")
         self.run_id = run_id
+        """The run that was cancelled."""
 
 
 class RunHandle:
@@ -82,6 +93,7 @@ class RunHandle:
 
     def __init__(self, executor: DBOSExecutor, run_id: str, graph_name: str) -> None:
         self.executor = executor
+        """The executor the handle reads through."""
         self.run_id = run_id
         """The run's id (its DBOS workflow id)."""
         self.graph_name = graph_name
@@ -197,12 +209,15 @@ class RunHandle:
         run goes on (also while it waits at an interrupt); without, it stops
         at the last event written so far.
         """
-        seen = 0
+        expected = 0  # the number of the next event: a repeated one is skipped
         for item in self._items(follow):
-            for event in decode_events(item.get("events", [])):
-                if seen >= start:
-                    yield event
-                seen += 1
+            number = int(item.get("from", expected))
+            for raw in item.get("events", []):
+                if number == expected:
+                    if number >= start:
+                        yield decode_events([raw])[0]
+                    expected += 1
+                number += 1
 
     async def aevents(self, *, follow: bool = True, start: int = 0) -> AsyncIterator[GraphEvent]:
         """:meth:`events`, as an async iterator."""
@@ -272,11 +287,22 @@ class RunHandle:
     def checkpoint_store(self) -> InMemoryCheckpointStore:
         """The run's checkpoints so far, read from its stream into a store of their own."""
         store = InMemoryCheckpointStore()
+        for raw in self.checkpoint_records():
+            checkpoint = decode_record(_json_bytes(raw), str(raw.get("checkpoint_id")))
+            store.save(checkpoint, expected_version=checkpoint.version - 1)
+        return store
+
+    def checkpoint_records(self) -> list[dict[str, Any]]:
+        """The run's checkpoints so far as stored JSON records, oldest first, each once."""
+        seen: set[str] = set()
+        records = []
         for item in self._items(follow=False):
             for raw in item.get("checkpoints", []):
-                checkpoint = decode_record(_json_bytes(raw), str(raw.get("checkpoint_id")))
-                store.save(checkpoint, expected_version=checkpoint.version - 1)
-        return store
+                checkpoint_id = str(raw.get("checkpoint_id"))
+                if checkpoint_id not in seen:
+                    seen.add(checkpoint_id)
+                    records.append(raw)
+        return records
 
     def get_state(self) -> StateSnapshot:
         """The run's latest checkpoint, as ``graph.get_state`` gives it (needs the graph here).

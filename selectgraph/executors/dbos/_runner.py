@@ -18,6 +18,7 @@ replay never writes an item twice.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
@@ -69,7 +70,10 @@ if TYPE_CHECKING:
 __all__ = ["STREAM", "DBOSTaskRunner", "Publisher", "PublishingStore"]
 
 STREAM: Final = "selectgraph"
-"""The run's stream: items ``{"events": [...], "checkpoints": [...]}``, in order."""
+"""The run's stream: items ``{"from": n, "events": [...], "checkpoints": [...]}``, in order."""
+
+STREAM_EVERY: Final = 0.2
+"""Seconds between a run's stream writes while its nodes are quick (events wait at most this)."""
 
 _step_events: ContextVar[list[dict[str, Any]] | None] = ContextVar(
     "selectgraph_dbos_step_events", default=None
@@ -78,26 +82,53 @@ _step_events: ContextVar[list[dict[str, Any]] | None] = ContextVar(
 
 
 class Publisher:
-    """Collects a run's events and checkpoints and writes them to its stream, a batch per task.
+    """Collects a run's events and checkpoints and writes them to its stream.
 
-    It listens to the run's events. An event emitted inside a step goes into
-    that step's record (and reaches the stream through it, also on replay);
-    any other is the loop's and is buffered here.
+    It listens to the run's events: one emitted inside a step goes into that
+    step's record (so a replay has it too), any other is the loop's and waits
+    here. A node's step starts by writing what waits as one stream item (a
+    write from inside a step is a plain insert, not another step), unless
+    the last write is younger than ``STREAM_EVERY``; the
+    workflow writes what is left when the run stops or pauses. Events are
+    numbered in the order the run produced them, which a replay reproduces
+    exactly: an item names the number of its first event, so a reader drops
+    an event written twice (a node whose worker died runs again and writes
+    what waited before it once more), and a replay knows which events were
+    written already.
     """
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self.first = 0
+        """The number of ``events[0]``: how many events were written before it."""
         self.checkpoints: list[dict[str, Any]] = []
+        self._written_at = -STREAM_EVERY
 
     def __call__(self, event: GraphEvent) -> None:
         bucket = _step_events.get()
         (self.events if bucket is None else bucket).append(event_to_json(event))
 
-    async def flush(self) -> None:
-        """Write what was buffered as one stream item (workflow code: recorded, once)."""
-        item = {"events": self.events, "checkpoints": self.checkpoints}
+    def due(self) -> bool:
+        """Whether a step should write what waits (the last write is old enough)."""
+        return time.monotonic() - self._written_at >= STREAM_EVERY
+
+    def item(self) -> dict[str, Any]:
+        """What waits, as one stream item; it counts as written from now on."""
+        self._written_at = time.monotonic()
+        item = {"from": self.first, "events": self.events, "checkpoints": self.checkpoints}
+        self.first += len(self.events)
         self.events, self.checkpoints = [], []
-        await DBOS.write_stream_async(STREAM, item)
+        return item
+
+    def written_up_to(self, first: int) -> None:
+        """A replayed step had written everything before event ``first``: drop it here."""
+        del self.events[: first - self.first]
+        self.first = first
+        self.checkpoints = []
+
+    async def flush(self) -> None:
+        """Write what waits (workflow code: recorded, so a replay does not write it again)."""
+        await DBOS.write_stream_async(STREAM, self.item())
 
 
 class PublishingStore(InMemoryCheckpointStore):
@@ -132,16 +163,20 @@ class DBOSTaskRunner:
         visit: int,
         call: Callable[[], Awaitable[NodeOutput]],
     ) -> NodeOutput:
-        await self.publisher.flush()
         serializer = self.serializer
         name = spec.name
         live: list[Any] = []  # what the first execution produced, unencoded
 
         async def step() -> dict[str, Any]:
+            # What waits goes out first, with this step rather than as a step of its own,
+            # and before the node runs (its end is then recorded as soon as it returns);
+            # a run of quick nodes writes at most every STREAM_EVERY seconds.
+            if publisher.due():
+                await DBOS.write_stream_async(STREAM, publisher.item())
+            record: dict[str, Any] = {"published": publisher.first}
             events: list[dict[str, Any]] = []
             token = _step_events.set(events)
             before = self._book(run)
-            record: dict[str, Any] = {}
             try:
                 with running_tasks_with(None):
                     output = await call()
@@ -168,9 +203,12 @@ class DBOSTaskRunner:
                 record["book"] = added
             return record
 
+        publisher = self.publisher
         record = await DBOS.run_step_async({"name": f"node:{name}"}, step)
-        self.publisher.events.extend(record["events"])
         run._attempts = int(record.get("attempts", 1))
+        if not live:  # replayed: what its first execution wrote is not written again
+            publisher.written_up_to(int(record["published"]))
+        publisher.events.extend(record["events"])
         if live:  # this process ran it: the loop gets the very objects
             outcome = live[0]
             if isinstance(outcome, BaseException):
@@ -254,6 +292,7 @@ class DBOSTaskRunner:
                 raise outcome
             return outcome  # type: ignore[no-any-return]
         tally = decode_tally(record["tally"])
+        tally.branch = task.ref
         walks.append(tally)
         _count(tally.usage)
         self._restore_book(run, record.get("book"))

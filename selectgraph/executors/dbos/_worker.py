@@ -62,6 +62,7 @@ async def serve(
         "application_version": executor.app_version,
         "serializer": JsonSerializer(),
         "log_level": "WARNING",
+        "sys_db_pool_size": executor.pool_size,
         "notification_listener_polling_interval_sec": min(executor.poll_interval, 0.1),
     }
     DBOS(config=config)
