@@ -372,7 +372,7 @@ def worker(
     ] = 64,
     lease_ttl: Annotated[
         float, typer.Option("--lease-ttl", help="Seconds of silence before a worker is dead.")
-    ] = 5.0,
+    ] = 10.0,
     poll_interval: Annotated[
         float, typer.Option("--poll-interval", help="Seconds between polls of the queue.")
     ] = 0.1,

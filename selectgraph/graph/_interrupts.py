@@ -44,6 +44,11 @@ class Interrupt:
         """The run the interrupt belongs to."""
         return interrupt_run_id(self.id)
 
+    @property
+    def interrupt_id(self) -> str:
+        """The same as ``id``: what ``resume(interrupt_id, answer)`` takes."""
+        return self.id
+
 
 def interrupt_run_id(interrupt_id: str) -> str:
     """The run id an interrupt id starts with.

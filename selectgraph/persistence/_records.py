@@ -249,6 +249,11 @@ def checkpoint_ids_from(source: Callable[[], str] | None) -> Iterator[None]:
         _id_source.reset(token)
 
 
+def _made_at(checkpoint_id: str) -> dt.datetime | None:
+    """A new checkpoint's time: its id's, unless the id came from a replayable source."""
+    return _utc_now() if _id_source.get() is not None else id_time(checkpoint_id)
+
+
 def id_time(checkpoint_id: str) -> dt.datetime | None:
     """When :func:`new_checkpoint_id` made ``checkpoint_id``; None for an id of another form."""
     if len(checkpoint_id) != 18 or not checkpoint_id.isalnum():
@@ -504,7 +509,7 @@ def make_checkpoint(
         raise ValueError(f"snapshot_every must be a positive int, got {snapshot_every!r}")
     if checkpoint_id is None:
         checkpoint_id = new_checkpoint_id()
-        fields.setdefault("created_at", id_time(checkpoint_id))
+        fields.setdefault("created_at", _made_at(checkpoint_id))
     common: dict[str, Any] = {
         "run_id": run_id,
         "checkpoint_id": checkpoint_id,
@@ -623,7 +628,7 @@ class CheckpointChain:
             "version": version,
             "step": step,
             "parent_id": parent.checkpoint_id if parent is not None else None,
-            "created_at": id_time(checkpoint_id),
+            "created_at": _made_at(checkpoint_id),
             **fields,
         }
         checkpoint: Checkpoint | None = None

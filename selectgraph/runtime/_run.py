@@ -52,7 +52,7 @@ from selectgraph.graph._interrupts import Interrupt, NodeInterrupt
 from selectgraph.graph._merge import Merger
 from selectgraph.graph._nodes import NodeContext, NodeSpec
 from selectgraph.graph._output import NodeOutput, read_output
-from selectgraph.graph._parallel import Branches
+from selectgraph.graph._parallel import Branches, FailureMode
 from selectgraph.graph._policies import (
     ErrorPolicy,
     LoopAction,
@@ -828,7 +828,11 @@ class Run:
                 self.branch,
             )
         timeout = spec.timeout
-        if timeout is None and not (self.stop_at is not None and spec.offload):
+        # A blocking function runs on a worker thread inside a branch (its siblings go
+        # on) and under an executor (the worker's other runs go on).
+        if timeout is None and not (
+            spec.offload and (self.stop_at is not None or self.tasks is not None)
+        ):
             raw = await adapter(view, context)
         else:
             raw = await self._call_bounded(spec, adapter(view, context), timeout)
@@ -1082,6 +1086,11 @@ class Run:
             return await branch.run(task.node)
 
         limit = options.max_concurrency or self.graph.settings.max_concurrency
+        # Under an executor a branch that ran is a recorded task, and a replay must meet
+        # the same ones: fail_all lets every branch finish, then fails the fan-out as
+        # fail_all does (merging nothing), instead of cancelling siblings at a time that
+        # a replay could not reproduce.
+        scheduling: FailureMode = "wait_all" if tasks is not None and mode == "fail_all" else mode
         try:
             if self.driven_without_loop:
                 outcomes = run_on_threads(
@@ -1089,7 +1098,7 @@ class Run:
                 )
             else:
                 outcomes = await run_concurrently(
-                    plan.tasks, run_branch, failure_mode=mode, limit=limit, on_abort=abort.set
+                    plan.tasks, run_branch, failure_mode=scheduling, limit=limit, on_abort=abort.set
                 )
         except BaseException:
             # Cancelled (a token, the caller): the fan-out still reports its end.

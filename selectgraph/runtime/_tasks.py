@@ -21,13 +21,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from selectgraph._sentinels import EndType
 from selectgraph._usage import NO_USAGE, Usage
 
 if TYPE_CHECKING:
     from selectgraph.graph._edges import Edge, RouteDecision
     from selectgraph.graph._nodes import NodeSpec
     from selectgraph.graph._output import NodeOutput
-    from selectgraph.runtime._branches import BranchTask
+    from selectgraph.runtime._branches import BranchRef, BranchTask
     from selectgraph.runtime._fanout import FanOutPlan
     from selectgraph.runtime._join import BranchWrites
     from selectgraph.runtime._run import Run
@@ -51,10 +52,10 @@ class BranchTally:
     degraded: bool = False
     hit_limit: bool = False
     """Whether the branch stopped at max_steps."""
-    stopped_at: Any = None
+    stopped_at: str | EndType | None = None
     """Where it would have gone next, when it hit the limit."""
-    branch: Any = None
-    """The BranchRef of the branch it stands for."""
+    branch: BranchRef | None = None
+    """The branch it stands for."""
 
 
 class TaskRunner(Protocol):
@@ -75,7 +76,11 @@ class TaskRunner(Protocol):
         ...
 
     def fan_out(self, run: Run, plan: FanOutPlan) -> None:
-        """A fan-out is about to start ``plan``'s branches (in the loop, before any runs)."""
+        """A fan-out is about to start ``plan``'s branches (in the loop, before any runs).
+
+        The place to fix anything per branch that must not depend on when each
+        starts (the DBOS runner draws every branch's step id here, in order).
+        """
         ...
 
     async def branch(

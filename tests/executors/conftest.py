@@ -24,7 +24,9 @@ from typing import Any
 import psycopg
 import pytest
 
-SERVER = "postgresql://postgres@127.0.0.1:5432"
+ADMIN = os.environ.get("SELECTGRAPH_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+"""A database to connect to while creating and dropping the tests' own."""
+SERVER = ADMIN.rsplit("/", 1)[0]
 ROOT = Path(__file__).resolve().parents[2]
 GRAPHS = ",".join(
     f"tests.executors.graphs:{name}"
@@ -33,7 +35,7 @@ GRAPHS = ",".join(
 
 
 def _admin(sql: str) -> None:
-    with psycopg.connect(f"{SERVER}/test", autocommit=True) as connection:
+    with psycopg.connect(ADMIN, autocommit=True) as connection:
         connection.execute(sql)
 
 
@@ -44,6 +46,13 @@ def _fresh_database() -> Iterator[str]:
         yield f"{SERVER}/{name}"
     finally:
         _admin(f"drop database if exists {name} with (force)")
+
+
+def step_of(task: str) -> str:
+    """The step an execution ran in: ``/2:b`` in node:b, ``plan:1/2:x`` in branch:plan:1."""
+    if task.startswith("/"):
+        return "node:" + task.split(":", 1)[1]
+    return "branch:" + task.split("/", 1)[0]
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +172,23 @@ class Workers:
             (line["run"], line["task"])
             for line in self.executions()
             if line["what"] == "done" and line["pid"] == pid
+        }
+
+    def recorded(self) -> set[tuple[str, str]]:
+        """(run, step name) of every node and branch step the database has recorded."""
+        with psycopg.connect(self.url) as connection:
+            rows = connection.execute(
+                "select workflow_uuid, function_name from dbos.operation_outputs "
+                "where function_name like 'node:%' or function_name like 'branch:%'"
+            ).fetchall()
+        return {(str(run), str(name)) for run, name in rows}
+
+    def started_after(self, moment: float) -> set[tuple[str, str]]:
+        """(run, step name) of every execution that started after ``moment`` (time.time())."""
+        return {
+            (line["run"], step_of(line["task"]))
+            for line in self.executions()
+            if line["what"] != "done" and line["at"] > moment
         }
 
     def log(self, executor_id: str) -> str:

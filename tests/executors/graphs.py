@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import AsyncGenerator, Generator
 from typing import Annotated, Any
 
@@ -43,6 +44,7 @@ def record(context: NodeContext, what: str = "") -> None:
         "node": context.node,
         "what": what,
         "pid": os.getpid(),
+        "at": time.time(),
     }
     with open(path, "a", encoding="utf-8") as file:
         file.write(json.dumps(line) + "\n")

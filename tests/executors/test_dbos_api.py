@@ -117,7 +117,7 @@ def test_an_interrupt_is_answered_from_another_process_and_the_run_finishes(
     (question,) = handle.interrupts()
     assert question.prompt == "Publish this draft?"
     assert question.payload == {"title": "On tides"}
-    assert question.id == paused.interrupt_id
+    assert question.id == question.interrupt_id == paused.interrupt_id
     assert isinstance(paused.state.data["draft"], graphs.Draft)
 
     answering = DBOSExecutor(database, graphs={"approval": graphs.approval})
@@ -296,3 +296,8 @@ async def test_the_async_api_does_the_same(executor: DBOSExecutor) -> None:
     other = await executor.astart("approval", {}, run_id=_run_id("async-cancel"))
     await other.aresult(timeout=30)
     await other.acancel()
+    for _ in range(200):
+        if await other.astatus() == "cancelled":
+            break
+        await asyncio.sleep(0.05)
+    assert await other.astatus() == "cancelled"

@@ -17,7 +17,7 @@ import pytest
 
 from selectgraph.executors import DBOSExecutor
 from tests.executors import graphs
-from tests.executors.conftest import Workers
+from tests.executors.conftest import ADMIN, Workers
 
 pytestmark = pytest.mark.slow
 
@@ -47,12 +47,18 @@ def _wait_for(condition: object, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _check_once(workers: Workers, victim_pid: int) -> None:
-    """No task the victim finished started again; none started more than twice."""
+def _kill(workers: Workers, executor_id: str) -> tuple[float, set[tuple[str, str]]]:
+    """SIGKILL a worker; then when it was, and the steps recorded by then (it writes no more)."""
+    workers.kill(executor_id)
+    return time.time(), workers.recorded()
+
+
+def _check_once(workers: Workers, killed_at: float, recorded: set[tuple[str, str]]) -> None:
+    """No step recorded before the kill started again after it; no task ran three times."""
+    again = recorded & workers.started_after(killed_at)
+    assert again == set(), f"recorded steps ran again after the kill: {sorted(again)}"
     counts = workers.counts()
     assert counts, "nothing ran"
-    for task in workers.finished(victim_pid):
-        assert counts[task] == 1, f"{task} finished on the killed worker and ran again"
     assert max(counts.values()) <= 2, counts
 
 
@@ -83,13 +89,14 @@ def test_a_worker_killed_inside_a_node_has_its_runs_finished_elsewhere(
         "the victim to be inside a node",
     )
     time.sleep(0.3)  # well inside the node's second of work
-    workers.kill(victim)
+    killed_at, recorded = _kill(workers, victim)
     killed = time.monotonic()
     for handle in handles:
         result = handle.result(timeout=TAKEOVER_LIMIT + 15)
         assert result.state.data["trail"] == ["a", "b", "c"]
     assert time.monotonic() - killed < TAKEOVER_LIMIT
-    _check_once(workers, victim_pid)
+    _check_once(workers, killed_at, recorded)
+    assert any(run.startswith("kill-") for run, _ in recorded), "the kill came too early"
     survivor = "w2" if victim == "w1" else "w1"
     assert "took over" in workers.log(survivor)
 
@@ -100,22 +107,21 @@ def test_branches_that_finished_before_the_kill_are_not_run_again(
     workers.seconds = 0.2
     workers.start("f1", SG_SLOW_TOPIC="clouds")
     handle = executor.start("fanout", {}, run_id="fan-kill")
-    victim_pid = workers.pid_of("f1")
-    # The fast branches finish; the slow one (3 s) is in flight when its worker dies.
+    # The fast branches finish and are recorded; the slow one (3 s) is in flight when
+    # its worker dies.
     _wait_for(
-        lambda: (
-            sum(1 for (_, task) in workers.finished(victim_pid) if task.endswith(":research")) == 2
-        ),
+        lambda: sum(1 for _, step in workers.recorded() if step.startswith("branch:plan")) == 2,
         30,
-        "two research branches to finish",
+        "two research branches to be recorded",
     )
-    workers.kill("f1")
+    killed_at, recorded = _kill(workers, "f1")
     workers.start("f2")
     result = handle.result(timeout=TAKEOVER_LIMIT + 15)
     assert result.state.data["summary"] == (
         "check by fact_check; check by style_check; note on clouds; note on tides; note on winds"
     )
-    _check_once(workers, victim_pid)
+    _check_once(workers, killed_at, recorded)
+    assert sum(1 for _, step in recorded if step.startswith("branch:plan")) == 2
     research = {
         task: n for (_, task), n in workers.counts("fan-kill").items() if "research" in task
     }
@@ -151,7 +157,7 @@ def test_a_worker_that_loses_its_connections_reconnects_and_finishes(
     handles = [executor.start("three", {"trail": []}, run_id=f"cut-{i}") for i in range(4)]
     _wait_for(lambda: bool(workers.executions()), 30, "the runs to start")
     name = own_database.rsplit("/", 1)[1]
-    with psycopg.connect(own_database.rsplit("/", 1)[0] + "/test", autocommit=True) as admin:
+    with psycopg.connect(ADMIN, autocommit=True) as admin:
         for _ in range(3):
             admin.execute(
                 "select pg_terminate_backend(pid) from pg_stat_activity "
@@ -166,9 +172,7 @@ def test_a_worker_that_loses_its_connections_reconnects_and_finishes(
     assert set(counts.values()) == {1}, counts
 
 
-def test_on_sqlite_a_restarted_worker_finishes_its_own_runs(
-    tmp_path: Path, own_database: str
-) -> None:
+def test_on_sqlite_a_restarted_worker_finishes_its_own_runs(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -181,10 +185,12 @@ def test_on_sqlite_a_restarted_worker_finishes_its_own_runs(
         _wait_for(lambda: len(pool.finished(pid)) == 1, 30, "node a to finish")
         time.sleep(0.3)
         pool.kill("solo")
+        killed_at = time.time()
         pool.start("solo")  # the same worker slot comes back and recovers its runs
         assert handle.result(timeout=45).state.data["trail"] == ["a", "b", "c"]
-        _check_once(pool, pid)
         assert pool.counts("solo-run")[("solo-run", "/1:a")] == 1
+        assert ("solo-run", "node:a") not in pool.started_after(killed_at)
+        assert pool.counts("solo-run")[("solo-run", "/2:b")] == 2  # in flight: ran again
     finally:
         executor.close()
         pool.stop_all()

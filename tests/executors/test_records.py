@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from selectgraph._errors import NodeError, NodeTimeout
 from selectgraph._serialization import StateSerializer
 from selectgraph.cli._load import LoadError
 from selectgraph.cli._worker import parse_graphs
-from selectgraph.executors import DBOSExecutor, UnknownGraphError
+from selectgraph.executors import DBOSExecutor, RunHandle, UnknownGraphError
 from selectgraph.executors.dbos._records import (
     ReplayedError,
     ReplayedRunError,
@@ -32,6 +33,8 @@ from selectgraph.executors.dbos._records import (
 from selectgraph.executors.dbos._serializer import JsonSerializer, RemoteError
 from selectgraph.executors.dbos._workflow import decode_input, encode_input
 from selectgraph.graph._edges import RouteDecision
+from selectgraph.observe import NodeStarted
+from selectgraph.observe._codec import event_to_json
 from selectgraph.persistence._records import checkpoint_ids_from, new_checkpoint_id, replayable_ids
 from selectgraph.runtime._book_codec import (
     decode_children,
@@ -248,3 +251,31 @@ def test_the_worker_command_reads_its_graph_list() -> None:
         parse_graphs("tests.executors.graphs:three,three=tests.executors.graphs:approval")
     with pytest.raises(LoadError, match="is not module:attr"):
         parse_graphs("=tests.executors.graphs:three")
+
+
+class _Stream:
+    """A client whose run stream holds ``items``, one of them written twice."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.items = items
+
+    def read_stream(self, run_id: str, key: str, **options: Any) -> Iterator[dict[str, Any]]:
+        yield from self.items[options.get("offset", 0) :]
+
+
+def test_a_reader_sees_each_event_once_in_order() -> None:
+    def event(node: str) -> dict[str, Any]:
+        started = NodeStarted(run_id="r", graph="g", step=1, timestamp=0.0, node=node, visit=1)
+        return event_to_json(started)
+
+    items = [
+        {"from": 0, "events": [event("a"), event("b")], "checkpoints": []},
+        # A node that ran again after its worker died wrote what waited once more.
+        {"from": 1, "events": [event("b"), event("c")], "checkpoints": []},
+        {"from": 3, "events": [event("d")], "checkpoints": []},
+    ]
+    executor = DBOSExecutor("sqlite:///unused.sqlite")
+    executor._client = _Stream(items)
+    handle = RunHandle(executor, "r", "g")
+    assert [e.node for e in handle.events(follow=False)] == ["a", "b", "c", "d"]  # type: ignore[attr-defined]
+    assert [e.node for e in handle.events(follow=False, start=2)] == ["c", "d"]  # type: ignore[attr-defined]

@@ -92,3 +92,7 @@ class Claims:
                 .limit(1)
             ).first()
         return found is not None
+
+    def close(self) -> None:
+        """Release the engine's connections."""
+        self._engine.dispose()

@@ -42,7 +42,7 @@ from selectgraph.executors.dbos._workflow import (
 from selectgraph.graph._builder import AgentGraph
 from selectgraph.graph._compiled import CompiledGraph, GraphInput
 from selectgraph.graph._interrupts import interrupt_run_id
-from selectgraph.runtime._run import new_run_id
+from selectgraph.runtime._run import new_run_id as _random_run_id
 
 __all__ = ["DBOSExecutor", "UnknownRunError"]
 
@@ -96,7 +96,9 @@ class DBOSExecutor:
         poll_interval: Seconds between a worker's polls of the queue (and a
             client's reads of a run's events).
         lease_ttl: Seconds without a heartbeat after which a worker counts as
-            dead and its runs are taken over (PostgreSQL only).
+            dead and its runs are taken over (PostgreSQL only). Shorter takes over
+            sooner; longer spares the tasks in flight of a worker that only lost
+            its connection for a moment (they would run on both).
         pool_size: Database connections a worker's DBOS keeps; a worker holds
             about this many plus four, which ``max_connections`` must allow for
             every worker.
@@ -113,7 +115,7 @@ class DBOSExecutor:
         app_name: str = "selectgraph",
         app_version: str = APP_VERSION,
         poll_interval: float = 0.1,
-        lease_ttl: float = 5.0,
+        lease_ttl: float = 10.0,
         pool_size: int = 10,
     ) -> None:
         if not isinstance(database_url, str) or not database_url:
@@ -122,6 +124,10 @@ class DBOSExecutor:
             raise ValueError(f"worker_concurrency must be at least 1, got {worker_concurrency}")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        if lease_ttl <= 0:
+            raise ValueError(f"lease_ttl must be positive, got {lease_ttl}")
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be at least 1, got {pool_size}")
         self.database_url = database_url
         self.queue = queue
         self.worker_concurrency = worker_concurrency
@@ -228,7 +234,7 @@ class DBOSExecutor:
         """
         if self.graphs and graph not in self.graphs:
             self.graph(graph)  # raises, naming the registered ones
-        run_id = run_id or new_run_id()
+        run_id = run_id or _random_run_id()
         if not isinstance(run_id, str) or "|" in run_id:
             raise ValueError(f"run_id {run_id!r} must be a string without '|'")
         request = {
@@ -351,7 +357,7 @@ class DBOSExecutor:
                 found = raw.get("checkpoint_id") == checkpoint_id
         if not found:
             raise ResumeError(f"run {run_id!r} has no checkpoint {checkpoint_id!r}", run_id=run_id)
-        fork_id = new_run_id or _fork_id()
+        fork_id = new_run_id or _random_run_id()
         if "|" in fork_id:
             raise ValueError(f"run_id {fork_id!r} must be a string without '|'")
         request = {
@@ -369,7 +375,7 @@ class DBOSExecutor:
             self._client.destroy()
             self._client = None
         if self._claims is not None:
-            self._claims._engine.dispose()
+            self._claims.close()
             self._claims = None
 
     # ----------------------------------------------------------------- worker
@@ -405,7 +411,3 @@ class DBOSExecutor:
             f"DBOSExecutor({redacted(self.database_url)!r}, queue={self.queue!r}, "
             f"graphs={sorted(self.graphs)})"
         )
-
-
-def _fork_id() -> str:
-    return new_run_id()

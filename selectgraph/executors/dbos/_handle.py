@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from selectgraph._errors import GraphRunError, ResumeError
 from selectgraph._serialization import StateSerializer
-from selectgraph.executors.dbos._records import decode_events, decode_interrupt, decode_result
+from selectgraph.executors.dbos._records import (
+    checkpoint_from_record,
+    decode_events,
+    decode_interrupt,
+    decode_result,
+)
 from selectgraph.executors.dbos._runner import STREAM
 from selectgraph.executors.dbos._workflow import FAILURE, INTERRUPTS, STATE_ATTRIBUTE
 from selectgraph.graph._interrupts import Interrupt
@@ -28,7 +33,6 @@ from selectgraph.graph._result import GraphResult
 from selectgraph.graph._state import GraphState
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._memory import InMemoryCheckpointStore
-from selectgraph.persistence._records import decode_record
 from selectgraph.runtime._resume import StateSnapshot
 
 if TYPE_CHECKING:
@@ -288,7 +292,7 @@ class RunHandle:
         """The run's checkpoints so far, read from its stream into a store of their own."""
         store = InMemoryCheckpointStore()
         for raw in self.checkpoint_records():
-            checkpoint = decode_record(_json_bytes(raw), str(raw.get("checkpoint_id")))
+            checkpoint = checkpoint_from_record(raw)
             store.save(checkpoint, expected_version=checkpoint.version - 1)
         return store
 
@@ -320,9 +324,3 @@ class RunHandle:
         """Every checkpoint of the run, newest first (needs the graph here)."""
         graph = self.executor.graph(self.graph_name)
         return graph.get_history(self.run_id, checkpoint_store=self.checkpoint_store(), limit=limit)
-
-
-def _json_bytes(raw: Any) -> bytes:
-    import json
-
-    return json.dumps(raw, separators=(",", ":")).encode()

@@ -16,7 +16,7 @@ never names code to load).
 
 from __future__ import annotations
 
-import datetime as dt
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -30,11 +30,13 @@ from selectgraph.graph._result import GraphResult
 from selectgraph.graph._state import GraphState
 from selectgraph.observe._codec import event_from_json
 from selectgraph.observe._events import GraphEvent
+from selectgraph.persistence._records import Checkpoint, decode_record
 from selectgraph.runtime._control import BudgetStop
 from selectgraph.runtime._tasks import BranchTally
 
 __all__ = [
     "ReplayedError",
+    "checkpoint_from_record",
     "ReplayedRunError",
     "decode_decision",
     "decode_interrupt",
@@ -273,11 +275,12 @@ def decode_result(
     )
 
 
+def checkpoint_from_record(raw: Mapping[str, Any]) -> Checkpoint:
+    """A checkpoint published on a run's stream (its stored JSON record), checked field by field."""
+    body = json.dumps(raw, separators=(",", ":")).encode()
+    return decode_record(body, str(raw.get("checkpoint_id")), location="a run's stream")
+
+
 def decode_events(batch: Any) -> list[GraphEvent]:
     """The events of one stream item (a list of :func:`event_to_json` dicts)."""
     return [event_from_json(raw) for raw in batch]
-
-
-def start_time(created_at_ms: int) -> dt.datetime:
-    """A DBOS status's ``created_at`` (epoch ms) as a datetime."""
-    return dt.datetime.fromtimestamp(created_at_ms / 1000, tz=dt.UTC)

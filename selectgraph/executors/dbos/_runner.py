@@ -10,9 +10,11 @@ hands the loop the same values the first execution gave it. The loop's own
 work between tasks (merging, routing, events, checkpoints) is cheap and
 deterministic, so it simply happens again.
 
-Events and checkpoints go to the run's DBOS stream from workflow code, one
-item per task: a stream write from workflow code is itself a step, so a
-replay never writes an item twice.
+Events and checkpoints go to the run's DBOS stream (see :class:`Publisher`).
+
+Only a step's record counts: a step DBOS refuses (its replay met a different
+step than the one recorded, because the graph changed under a run in flight)
+raises :class:`ReplayDivergedError`, which no error policy absorbs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 from dbos import DBOS
+from dbos._error import DBOSException
 
 from selectgraph._serialization import StateSerializer
 from selectgraph.executors.dbos._records import (
@@ -42,7 +45,7 @@ from selectgraph.graph._interrupts import NodeInterrupt
 from selectgraph.observe._codec import event_to_json
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._memory import InMemoryCheckpointStore
-from selectgraph.persistence._records import Checkpoint
+from selectgraph.persistence._records import Checkpoint, checkpoint_ids_from
 from selectgraph.runtime._book_codec import (
     decode_children,
     decode_interrupt_records,
@@ -67,7 +70,7 @@ if TYPE_CHECKING:
     from selectgraph.runtime._join import BranchWrites
     from selectgraph.runtime._run import Run
 
-__all__ = ["STREAM", "DBOSTaskRunner", "Publisher", "PublishingStore"]
+__all__ = ["STREAM", "DBOSTaskRunner", "Publisher", "PublishingStore", "ReplayDivergedError"]
 
 STREAM: Final = "selectgraph"
 """The run's stream: items ``{"from": n, "events": [...], "checkpoints": [...]}``, in order."""
@@ -120,15 +123,30 @@ class Publisher:
         self.events, self.checkpoints = [], []
         return item
 
-    def written_up_to(self, first: int) -> None:
-        """A replayed step had written everything before event ``first``: drop it here."""
+    def written_up_to(self, first: int, *, wrote: bool) -> None:
+        """A replayed step had written everything before event ``first``: drop it here.
+
+        ``wrote``: whether that step wrote an item (then the checkpoints waiting
+        were in it too; otherwise they still wait).
+        """
         del self.events[: first - self.first]
         self.first = first
-        self.checkpoints = []
+        if wrote:
+            self.checkpoints = []
 
     async def flush(self) -> None:
         """Write what waits (workflow code: recorded, so a replay does not write it again)."""
         await DBOS.write_stream_async(STREAM, self.item())
+
+
+class ReplayDivergedError(BaseException):
+    """DBOS refused a task's step: most often a replay that met a different step than recorded.
+
+    That happens when a worker replays a run on a graph that changed since the
+    run started (see "Upgrades" in docs/scaling-out.md). A BaseException, like
+    a cancellation: it is not the node's failure, and no error policy, retry or
+    on_failure edge may absorb it; the run's workflow fails with it.
+    """
 
 
 class PublishingStore(InMemoryCheckpointStore):
@@ -154,6 +172,7 @@ class DBOSTaskRunner:
     def __init__(self, serializer: StateSerializer, publisher: Publisher) -> None:
         self.serializer = serializer
         self.publisher = publisher
+        self._reserved: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ nodes
     async def node(
@@ -164,79 +183,48 @@ class DBOSTaskRunner:
         call: Callable[[], Awaitable[NodeOutput]],
     ) -> NodeOutput:
         serializer = self.serializer
-        name = spec.name
+        publisher = self.publisher
+        where = f"node {spec.name!r}"
         live: list[Any] = []  # what the first execution produced, unencoded
 
         async def step() -> dict[str, Any]:
             # What waits goes out first, with this step rather than as a step of its own,
             # and before the node runs (its end is then recorded as soon as it returns);
             # a run of quick nodes writes at most every STREAM_EVERY seconds.
-            if publisher.due():
+            wrote = publisher.due()
+            if wrote:
                 await DBOS.write_stream_async(STREAM, publisher.item())
-            record: dict[str, Any] = {"published": publisher.first}
-            events: list[dict[str, Any]] = []
-            token = _step_events.set(events)
-            before = self._book(run)
-            try:
-                with running_tasks_with(None):
-                    output = await call()
-                record["ok"] = encode_node_output(output, serializer, f"node {name!r}")
-                live.append(output)
-            except NodeInterrupt as signal:
-                record["interrupt"] = encode_interrupt(signal.interrupt, serializer)
-                live.append(signal)
-            except BudgetStop as stop:
-                record["budget"] = encode_budget_stop(stop)
-                live.append(stop)
-            except RunCancelledByToken as stop:
-                record["token_cancelled"] = True
-                live.append(stop)
-            except Exception as exc:
-                record["error"] = encode_failure(exc)
-                live.append(exc)
-            finally:
-                _step_events.reset(token)
+            record = await self._execute(
+                run, call, live, lambda output: encode_node_output(output, serializer, where)
+            )
+            record["published"] = publisher.first
+            record["wrote"] = wrote
             record["attempts"] = run._attempts
-            record["events"] = events
-            added = self._added(before, self._book(run))
-            if added:
-                record["book"] = added
             return record
 
-        publisher = self.publisher
-        record = await DBOS.run_step_async({"name": f"node:{name}"}, step)
+        record = await _step(DBOS.run_step_async({"name": f"node:{spec.name}"}, step))
         run._attempts = int(record.get("attempts", 1))
         if not live:  # replayed: what its first execution wrote is not written again
-            publisher.written_up_to(int(record["published"]))
+            publisher.written_up_to(int(record["published"]), wrote=bool(record.get("wrote")))
         publisher.events.extend(record["events"])
         if live:  # this process ran it: the loop gets the very objects
-            outcome = live[0]
-            if isinstance(outcome, BaseException):
-                raise outcome
-            return outcome  # type: ignore[no-any-return]
-        return self._replay_node(run, spec, record)
-
-    def _replay_node(self, run: Run, spec: NodeSpec, record: dict[str, Any]) -> NodeOutput:
+            return _outcome(live[0])  # type: ignore[no-any-return]
         self._restore_book(run, record.get("book"))
         if "ok" in record:
-            output = decode_node_output(record["ok"], self.serializer, f"node {spec.name!r}")
+            output = decode_node_output(record["ok"], serializer, where)
             _count(output.usage)
-            if run.book is not None:
-                run.task_done(run.task_id(spec.name, run.branch))
             return output
-        if "interrupt" in record:
-            raise NodeInterrupt(decode_interrupt(record["interrupt"], self.serializer))
-        if "budget" in record:
-            raise rebuild_budget_stop(record["budget"])
-        if record.get("token_cancelled"):
-            raise RunCancelledByToken()
-        failure = rebuild_failure(record["error"])
-        _count(getattr(failure, "usage", None))
-        raise failure
+        raise self._replayed_stop(record)
 
     # --------------------------------------------------------------- branches
     def fan_out(self, run: Run, plan: FanOutPlan) -> None:
-        """Nothing to prepare: each branch reserves its step as its task starts, in order."""
+        """Draw every branch's step id now, in merge order (workflow code, before any starts).
+
+        A branch that waits for a slot (``max_concurrency``) or is cancelled
+        before it starts then cannot shift the ids of those after it: a replay
+        meets each record under the id its first execution had.
+        """
+        self._reserved = {task.ref.task_id: DBOS.reserve_step() for task in plan.tasks}
 
     async def branch(
         self,
@@ -246,51 +234,23 @@ class DBOSTaskRunner:
         walks: list[Any],
     ) -> BranchWrites:
         serializer = self.serializer
-        label = task.ref.label
-        where = f"branch {label!r}"
+        where = f"branch {task.ref.label!r}"
         live: list[Any] = []
 
         async def step() -> dict[str, Any]:
-            events: list[dict[str, Any]] = []
-            token = _step_events.set(events)
-            before = self._book(run)
-            record: dict[str, Any] = {}
-            try:
-                with running_tasks_with(None):
-                    writes = await body()
-                record["ok"] = encode_branch_writes(writes, serializer, where)
-                live.append(writes)
-            except NodeInterrupt as signal:
-                record["interrupt"] = encode_interrupt(signal.interrupt, serializer)
-                live.append(signal)
-            except BudgetStop as stop:
-                record["budget"] = encode_budget_stop(stop)
-                live.append(stop)
-            except RunCancelledByToken as stop:
-                record["token_cancelled"] = True
-                live.append(stop)
-            except Exception as exc:
-                record["error"] = encode_failure(exc)
-                live.append(exc)
-            finally:
-                _step_events.reset(token)
+            record = await self._execute(
+                run, body, live, lambda writes: encode_branch_writes(writes, serializer, where)
+            )
             # Branches run at once: this branch's walks are the ones made for its task.
             record["tally"] = encode_tally([w for w in walks if w.branch is task.ref])
-            record["events"] = events
-            added = self._added(before, self._book(run))
-            if added:
-                record["book"] = added
             return record
 
-        # Branches start in merge order, each drawing its step id as its task
-        # begins, so a replay matches each record to the same branch.
-        record = await DBOS.run_step_async({"name": f"branch:{task.ref.task_id}"}, step)
+        reservation = self._reserved.pop(task.ref.task_id)
+        options = {"name": f"branch:{task.ref.task_id}"}
+        record = await _step(reservation.run_async(options, step))
         self.publisher.events.extend(record["events"])
         if live:
-            outcome = live[0]
-            if isinstance(outcome, BaseException):
-                raise outcome
-            return outcome  # type: ignore[no-any-return]
+            return _outcome(live[0])  # type: ignore[no-any-return]
         tally = decode_tally(record["tally"])
         tally.branch = task.ref
         walks.append(tally)
@@ -298,39 +258,94 @@ class DBOSTaskRunner:
         self._restore_book(run, record.get("book"))
         if "ok" in record:
             return decode_branch_writes(record["ok"], serializer, where)
-        if "interrupt" in record:
-            raise NodeInterrupt(decode_interrupt(record["interrupt"], serializer))
-        if "budget" in record:
-            raise rebuild_budget_stop(record["budget"])
-        if record.get("token_cancelled"):
-            raise RunCancelledByToken()
-        raise rebuild_failure(record["error"])
+        raise self._replayed_stop(record)
 
     # -------------------------------------------------------------- decisions
     async def decision(
         self, run: Run, edge: Edge, pending: Awaitable[RouteDecision]
     ) -> RouteDecision:
-        live: list[RouteDecision] = []
+        live: list[Any] = []
 
         async def step() -> dict[str, Any]:
-            with running_tasks_with(None):
-                decision = await pending
+            try:
+                with running_tasks_with(None), checkpoint_ids_from(None):
+                    decision = await pending
+            except Exception as exc:  # the edge falls back; a replay must say so alike
+                live.append(exc)
+                return {"error": encode_failure(exc)}
             live.append(decision)
             return encode_decision(decision)
 
-        record = await DBOS.run_step_async({"name": f"decide:{edge.source}"}, step)
+        record = await _step(DBOS.run_step_async({"name": f"decide:{edge.source}"}, step))
         if live:
-            return live[0]
+            return _outcome(live[0])  # type: ignore[no-any-return]
         close = getattr(pending, "close", None)
         if close is not None:
             close()  # the recorded decision stands; the call is never made
+        if "error" in record:
+            raise rebuild_failure(record["error"])
         decision = decode_decision(record)
         _count(decision.usage)
         return decision
 
+    # ------------------------------------------------------------------ tasks
+    async def _execute(
+        self,
+        run: Run,
+        body: Callable[[], Awaitable[Any]],
+        live: list[Any],
+        encode: Callable[[Any], Any],
+    ) -> dict[str, Any]:
+        """Run a task for the first time: its outcome as a record, and in ``live`` as it is.
+
+        Inside, no runner and no replayable checkpoint ids: whatever the task
+        runs (subgraphs, branch walks, a graph of its own) runs plainly, and
+        does not draw from the run's ids, so a replay that skips it draws the same.
+        """
+        events: list[dict[str, Any]] = []
+        token = _step_events.set(events)
+        before = self._book(run)
+        record: dict[str, Any] = {}
+        try:
+            with running_tasks_with(None), checkpoint_ids_from(None):
+                value = await body()
+            record["ok"] = encode(value)
+            live.append(value)
+        except NodeInterrupt as signal:
+            record["interrupt"] = encode_interrupt(signal.interrupt, self.serializer)
+            live.append(signal)
+        except BudgetStop as stop:
+            record["budget"] = encode_budget_stop(stop)
+            live.append(stop)
+        except RunCancelledByToken as stop:
+            record["token_cancelled"] = True
+            live.append(stop)
+        except Exception as exc:
+            record["error"] = encode_failure(exc)
+            live.append(exc)
+        finally:
+            _step_events.reset(token)
+        record["events"] = events
+        changes = self._changes(before, self._book(run))
+        if changes:
+            record["book"] = changes
+        return record
+
+    def _replayed_stop(self, record: dict[str, Any]) -> BaseException:
+        """What a replayed task that did not complete raises, as its first execution did."""
+        if "interrupt" in record:
+            return NodeInterrupt(decode_interrupt(record["interrupt"], self.serializer))
+        if "budget" in record:
+            return rebuild_budget_stop(record["budget"])
+        if record.get("token_cancelled"):
+            return RunCancelledByToken()
+        failure = rebuild_failure(record["error"])
+        _count(getattr(failure, "usage", None))
+        return failure
+
     # ------------------------------------------------------------------- book
     def _book(self, run: Run) -> dict[str, dict[str, Any]]:
-        """The parts of the run's InterruptBook a task can add to, encoded."""
+        """The parts of the run's InterruptBook a task can change, encoded."""
         book = run.book
         if book is None:
             return {}
@@ -342,31 +357,58 @@ class DBOSTaskRunner:
         }
 
     @staticmethod
-    def _added(
+    def _changes(
         before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
     ) -> dict[str, Any]:
-        """Entries of ``after`` that ``before`` lacked or held otherwise."""
-        added: dict[str, Any] = {}
-        for part, entries in after.items():
-            old = before.get(part, {})
-            new = {key: value for key, value in entries.items() if old.get(key) != value}
-            if new:
-                added[part] = new
-        return added
+        """What a task changed in the book: entries set (new or different) and removed."""
+        changes: dict[str, Any] = {}
+        for part in ("interrupts", "memo", "children"):
+            old, new = before.get(part, {}), after.get(part, {})
+            set_ = {key: value for key, value in new.items() if old.get(key) != value}
+            removed = sorted(key for key in old if key not in new)
+            if set_:
+                changes.setdefault("set", {})[part] = set_
+            if removed:
+                changes.setdefault("removed", {})[part] = removed
+        return changes
 
-    def _restore_book(self, run: Run, added: dict[str, Any] | None) -> None:
-        """Put back what a replayed task had added to the book."""
-        if not added:
+    def _restore_book(self, run: Run, changes: dict[str, Any] | None) -> None:
+        """Make the book changes a replayed task had made."""
+        if not changes:
             return
         book = run._ensure_book()
         serializer = self.serializer
+        removed = changes.get("removed", {})
+        for interrupt_id in removed.get("interrupts", ()):
+            book.pending.pop(interrupt_id, None)
+            book.answers.pop(interrupt_id, None)
+        for task in removed.get("memo", ()):
+            book.memo.pop(task, None)
+        for key in removed.get("children", ()):
+            book.children.pop(key, None)
+        set_ = changes.get("set", {})
         pending, answers = decode_interrupt_records(
-            added.get("interrupts", {}), serializer, "replayed task"
+            set_.get("interrupts", {}), serializer, "replayed task"
         )
         book.pending.update(pending)
         book.answers.update(answers)
-        book.memo.update(decode_memo(added.get("memo", {}), serializer, "replayed task"))
-        book.children.update(decode_children(added.get("children", {}), serializer))
+        book.memo.update(decode_memo(set_.get("memo", {}), serializer, "replayed task"))
+        book.children.update(decode_children(set_.get("children", {}), serializer))
+
+
+async def _step(pending: Awaitable[Any]) -> Any:
+    """A DBOS step's record; DBOS refusing the step is not the task's failure."""
+    try:
+        return await pending
+    except DBOSException as exc:
+        raise ReplayDivergedError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _outcome(outcome: Any) -> Any:
+    """What a task's first execution gave the loop: its value, or what it raised."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def _count(usage: Any) -> None:

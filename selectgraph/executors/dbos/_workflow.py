@@ -12,7 +12,6 @@ process); then it resumes the run in place, as ``graph.aresume`` does.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -21,6 +20,7 @@ from dbos import DBOS
 from selectgraph._errors import GraphRunError
 from selectgraph._serialization import StateSerializer
 from selectgraph.executors.dbos._records import (
+    checkpoint_from_record,
     encode_failure,
     encode_interrupt,
     encode_result,
@@ -29,7 +29,7 @@ from selectgraph.executors.dbos._runner import DBOSTaskRunner, Publisher, Publis
 from selectgraph.graph._compiled import CompiledGraph, GraphInput
 from selectgraph.graph._result import GraphResult
 from selectgraph.graph._state import GraphState
-from selectgraph.persistence._records import checkpoint_ids_from, decode_record, replayable_ids
+from selectgraph.persistence._records import checkpoint_ids_from, replayable_ids
 from selectgraph.runtime._tasks import running_tasks_with
 
 __all__ = [
@@ -136,7 +136,7 @@ async def selectgraph_run(graph_name: str, request: dict[str, Any]) -> dict[str,
             while result.interrupted:
                 answers = await _answers(run_id, result, publisher, serializer)
                 result = await graph.aresume(answers, checkpoint_store=store, observers=[publisher])
-        except GraphRunError as error:
+        except Exception as error:  # the run failed: its last events and its state stay readable
             await publisher.flush()
             await DBOS.set_event_async(FAILURE, _failure(error, serializer))
             raise
@@ -159,8 +159,9 @@ async def _start(
     # A fork of another run: its checkpoints up to the chosen one were read when the
     # fork was started; they seed this run's store, and the run forks from there.
     for raw in fork["checkpoints"]:
-        checkpoint = decode_record(_bytes(raw), str(raw.get("checkpoint_id")))
+        checkpoint = checkpoint_from_record(raw)
         await store.asave(checkpoint, expected_version=checkpoint.version - 1)
+    publisher.checkpoints.clear()  # the original's, not this run's: its stream has them
     return await graph.arun(
         None,
         run_id=run_id,
@@ -168,10 +169,6 @@ async def _start(
         checkpoint_store=store,
         observers=[publisher],
     )
-
-
-def _bytes(raw: Mapping[str, Any]) -> bytes:
-    return json.dumps(raw, separators=(",", ":")).encode()
 
 
 async def _answers(
@@ -202,14 +199,17 @@ async def _answers(
         if answers:
             break
     await DBOS.update_workflow_attributes_async(run_id, {STATE_ATTRIBUTE: "running"}, merge=True)
-    await DBOS.set_event_async(INTERRUPTS, {"pending": [], "result": None})
+    # Questions still open stay listed: their answers may come while the run goes on
+    # (they wait in the mailbox until it asks again).
+    still = [encode_interrupt(i, serializer) for i in result.interrupts if i.id not in answers]
+    await DBOS.set_event_async(INTERRUPTS, {"pending": still, "result": None})
     return answers
 
 
-def _failure(error: GraphRunError, serializer: StateSerializer) -> dict[str, Any]:
+def _failure(error: Exception, serializer: StateSerializer) -> dict[str, Any]:
     """A failed run's error and the state it failed in, for the client's ``result()``."""
     record: dict[str, Any] = {"error": encode_failure(error)}
-    state = error.state
+    state = error.state if isinstance(error, GraphRunError) else None
     if state is not None:
         try:
             record["state"] = state.to_dict(serializer=serializer)
