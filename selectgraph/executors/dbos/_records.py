@@ -36,12 +36,14 @@ from selectgraph.runtime._tasks import BranchTally
 
 __all__ = [
     "ReplayedError",
-    "checkpoint_from_record",
     "ReplayedRunError",
+    "checkpoint_from_record",
     "decode_decision",
+    "decode_events",
     "decode_interrupt",
     "decode_result",
     "decode_tally",
+    "encode_budget_stop",
     "encode_decision",
     "encode_failure",
     "encode_interrupt",
