@@ -30,6 +30,7 @@ from selectgraph.graph._interrupts import Interrupt
 from selectgraph.graph._result import GraphResult
 from selectgraph.observe._codec import json_value
 from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.runtime._resume import run_status
 
 __all__ = ["EXIT_FAILED", "EXIT_PAUSED", "EXIT_USAGE", "app"]
 
@@ -425,17 +426,6 @@ def worker(
 
 
 # ------------------------------------------------------------------ runs
-_TRIGGER_STATUS = {
-    "end": "done",
-    "interrupt": "interrupted",
-    "pause": "paused",
-    "error": "failed",
-    "cancel": "cancelled",
-    "budget": "stopped",
-    "max_steps": "done",
-    "loop": "done",
-    "answer": "resuming",
-}
 
 
 @runs_app.command("list")
@@ -454,7 +444,7 @@ def runs_list(
         trigger = str(head.metadata.get("trigger", ""))
         table.add_row(
             run_id,
-            _TRIGGER_STATUS.get(trigger, "running"),
+            run_status(head.metadata),
             str(head.step),
             head.node_name or "",
             f"{head.created_at:%Y-%m-%d %H:%M:%S} ({trigger})",
@@ -492,9 +482,8 @@ def runs_show(
             for key, record in head.interrupts.items()
         ]
         upcoming = [str(n) for n in head.next]
-    trigger = str(head.metadata.get("trigger", ""))
     out.print(
-        f"[bold]run {run_id}[/]: {_TRIGGER_STATUS.get(trigger, 'running')} at step {head.step}",
+        f"[bold]run {run_id}[/]: {run_status(head.metadata)} at step {head.step}",
         highlight=False,
     )
     if upcoming:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -135,19 +134,8 @@ class CachingAdapter:
         if store_key is not None:
             cached = self._lookup(store_key)
             if cached is not None:
-                if context is not None and context.emit is not None:
-                    context.emit(
-                        NodeCacheHit(
-                            run_id=context.run_id,
-                            graph=context.graph,
-                            step=context.step,
-                            timestamp=time.time(),
-                            namespace=context.namespace,
-                            branch=context.branch,
-                            node=self.node,
-                            key=key or "",
-                        )
-                    )
+                if context is not None:
+                    context.publish(NodeCacheHit, node=self.node, key=key or "")
                 return cached
         inner = self.inner
         raw = await inner(state, context if inner.wants_context else None)

@@ -135,6 +135,26 @@ class NodeContext:
         control = current_control()
         return control.elapsed if control is not None else 0.0
 
+    def publish(self, kind: type[GraphEvent], **fields: Any) -> None:
+        """Emit an event of class ``kind`` from this node, the rest of its fields in ``fields``.
+
+        Run, graph, step, time, namespace and branch come from the context. Does
+        nothing when the run has no stream to publish to.
+        """
+        if self.emit is None:
+            return
+        self.emit(
+            kind(
+                run_id=self.run_id,
+                graph=self.graph,
+                step=self.step,
+                timestamp=time.time(),
+                namespace=self.namespace,
+                branch=self.branch,
+                **fields,
+            )
+        )
+
     def emit_custom(self, data: Any) -> None:
         """Publish ``data`` to the run's stream: astream's ``"custom"`` mode yields it.
 
@@ -142,18 +162,7 @@ class NodeContext:
         """
         from selectgraph.observe._events import CustomEvent
 
-        event = CustomEvent(
-            run_id=self.run_id,
-            graph=self.graph,
-            step=self.step,
-            timestamp=time.time(),
-            namespace=self.namespace,
-            branch=self.branch,
-            node=self.node,
-            data=data,
-        )
-        if self.emit is not None:
-            self.emit(event)
+        self.publish(CustomEvent, node=self.node, data=data)
 
     def once(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``, run once for this visit of this node, even across restarts.

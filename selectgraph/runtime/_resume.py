@@ -442,6 +442,28 @@ async def start_durable_run(
     return await run.walk(entry)
 
 
+_STATUS_BY_TRIGGER: Final = {
+    "end": "done",
+    "interrupt": "interrupted",
+    "answer": "running",
+    "pause": "paused",
+    "error": "failed",
+    "cancel": "cancelled",
+    "budget": "stopped",
+    "max_steps": "done",
+    "loop": "done",
+}
+
+
+def run_status(metadata: Mapping[str, Any]) -> str:
+    """A run's state in a word, from its head checkpoint's metadata (its trigger).
+
+    ``done``, ``interrupted``, ``paused``, ``failed``, ``cancelled``, ``stopped``
+    (a budget), or ``running`` (it took an answer, or it has not stopped yet).
+    """
+    return _STATUS_BY_TRIGGER.get(str(metadata.get("trigger")), "running")
+
+
 def _refuse_unanswered(checkpoint: Checkpoint, options: DurableOptions) -> None:
     pending, _ = _decode_interrupts(checkpoint, options.serializer)
     if pending:

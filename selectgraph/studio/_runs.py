@@ -28,6 +28,7 @@ from selectgraph.graph._result import GraphResult
 from selectgraph.observe._codec import event_to_json, json_value
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.runtime._resume import run_status
 from selectgraph.studio._log import EventLog
 
 __all__ = ["RunManager", "StudioError", "StudioRun"]
@@ -44,17 +45,6 @@ _STATUS = {
     "token_budget": "stopped",
     "cost_budget": "stopped",
     "time_budget": "stopped",
-}
-_TRIGGER_STATUS = {
-    "end": "done",
-    "interrupt": "interrupted",
-    "answer": "running",
-    "pause": "paused",
-    "error": "failed",
-    "cancel": "cancelled",
-    "budget": "stopped",
-    "max_steps": "done",
-    "loop": "done",
 }
 
 
@@ -344,9 +334,8 @@ class RunManager:
             snapshot = self.graph.get_state(run_id, checkpoint_store=self.store)
         except SelectGraphError:
             return "unknown", []
-        trigger = str(snapshot.metadata.get("trigger", ""))
         pending = [_interrupt(i) for i in snapshot.interrupts]
-        status = _TRIGGER_STATUS.get(trigger, "running")
+        status = run_status(snapshot.metadata)
         if pending and status != "failed":
             status = "interrupted"
         return status, pending

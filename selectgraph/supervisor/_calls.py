@@ -9,7 +9,6 @@ context, so it can publish events such as ``SupervisorReplanned``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -93,21 +92,12 @@ def plan_of(state: GraphState) -> list[PlanStep]:
 
 def announce_replan(context: NodeContext, stall_count: int, new_plan: str, reason: str) -> None:
     """Publish ``SupervisorReplanned`` (``on_supervisor_replan`` for AgentObservers)."""
-    if context.emit is None:
-        return
-    context.emit(
-        SupervisorReplanned(
-            run_id=context.run_id,
-            graph=context.graph,
-            step=context.step,
-            timestamp=time.time(),
-            namespace=context.namespace,
-            branch=context.branch,
-            stall_count=stall_count,
-            new_plan=new_plan,
-            node=context.node,
-            reason=reason,
-        )
+    context.publish(
+        SupervisorReplanned,
+        stall_count=stall_count,
+        new_plan=new_plan,
+        node=context.node,
+        reason=reason,
     )
 
 
