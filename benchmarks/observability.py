@@ -20,12 +20,12 @@ from typing import Any
 
 from benchmarks import workloads as w
 from selectgraph import END, Agent, AgentConfig, AgentGraph
-from selectgraph._messages import Message
-from selectgraph._usage import Usage
+from selectgraph.core._control import Budget, RunControl
+from selectgraph.core._messages import Message
+from selectgraph.core._usage import Usage
 from selectgraph.observe import GraphEvent, Observer
 from selectgraph.providers import LocalProvider
 from selectgraph.providers._base import CompletionRequest
-from selectgraph.runtime._control import Budget, RunControl
 
 LOOP_EVENTS = 3 * w.LOOP_STEPS + 2
 """Events of one loop1000 run: a start, a finish, and three records per step."""

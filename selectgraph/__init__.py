@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from selectgraph._errors import (
+from selectgraph.agents import (
+    Agent,
+    AgentConfig,
+    AgentOutputError,
+    AgentResult,
+    ContextMode,
+    JudgeDecision,
+    JudgeEscalated,
+    LLMJudge,
+    Tool,
+    Verdict,
+    tool,
+)
+from selectgraph.core._control import CancellationToken
+from selectgraph.core._errors import (
     BranchError,
     Diagnostic,
     EdgeError,
@@ -30,23 +44,11 @@ from selectgraph._errors import (
     TypeNotAllowedError,
     VisitLimitExceeded,
 )
-from selectgraph._messages import Message, Role, ToolCall
-from selectgraph._sentinels import END, START
-from selectgraph._serialization import StateSerializer
-from selectgraph._usage import Usage
-from selectgraph.agents import (
-    Agent,
-    AgentConfig,
-    AgentOutputError,
-    AgentResult,
-    ContextMode,
-    JudgeDecision,
-    JudgeEscalated,
-    LLMJudge,
-    Tool,
-    Verdict,
-    tool,
-)
+from selectgraph.core._interrupts import Interrupt, InterruptRequest, PauseToken
+from selectgraph.core._messages import Message, Role, ToolCall
+from selectgraph.core._sentinels import END, START
+from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._usage import Usage
 from selectgraph.graph import (
     LAST_OUTPUT,
     STATE_KEY_LAST_OUTPUT,
@@ -78,8 +80,6 @@ from selectgraph.graph import (
     reducer,
     update,
 )
-from selectgraph.graph._directives import Command
-from selectgraph.graph._interrupts import Interrupt, InterruptRequest, PauseToken
 from selectgraph.guardrails import GuardrailsPipeline
 from selectgraph.observe import (
     AgentObserver,
@@ -108,8 +108,8 @@ from selectgraph.persistence import (
     SQLiteCheckpointStore,
     SQLiteNodeCache,
 )
+from selectgraph.routing._directives import Command
 from selectgraph.runtime._branches import BranchRef
-from selectgraph.runtime._control import CancellationToken
 from selectgraph.runtime._durable import Durability
 from selectgraph.runtime._resume import StateSnapshot
 from selectgraph.supervisor import (

@@ -40,7 +40,7 @@ class ScriptedProvider(LocalProvider):
 
     Example:
         >>> import asyncio
-        >>> from selectgraph._messages import Message
+        >>> from selectgraph.core._messages import Message
         >>> from selectgraph.providers._base import CompletionRequest
         >>> provider = ScriptedProvider(["reply 1", "reply 2"])
         >>> request = CompletionRequest(model="m", messages=(Message.user("hi"),))

@@ -6,8 +6,8 @@ import time
 import pytest
 
 import selectgraph.testing
-from selectgraph._errors import ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message
+from selectgraph.core._errors import ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message
 from selectgraph.providers._base import CompletionRequest, Provider
 from selectgraph.testing import LocalReply, ScriptedProvider, ScriptExhausted
 

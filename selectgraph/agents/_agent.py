@@ -12,10 +12,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from selectgraph._errors import SelectGraphError
-from selectgraph._messages import Message, Role, ToolCall
-from selectgraph._sync import run_sync
-from selectgraph._usage import NO_USAGE, Usage
 from selectgraph.agents._calls import call_model, tool_finished, tool_started
 from selectgraph.agents._config import AgentConfig
 from selectgraph.agents._defaults import default_provider
@@ -31,6 +27,10 @@ from selectgraph.agents._judge import (
 from selectgraph.agents._prompts import PromptLayers, output_requirements
 from selectgraph.agents._result import AgentChunk, AgentResult
 from selectgraph.agents._tools import Tool
+from selectgraph.core._errors import SelectGraphError
+from selectgraph.core._messages import Message, Role, ToolCall
+from selectgraph.core._sync import run_sync
+from selectgraph.core._usage import NO_USAGE, Usage
 from selectgraph.providers._base import (
     Completion,
     CompletionRequest,

@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING
 
-from selectgraph._errors import SelectGraphError
+from selectgraph.core._control import current_control
+from selectgraph.core._errors import SelectGraphError
 from selectgraph.observe._events import (
     LLMCallFinished,
     LLMCallStarted,
     ToolCallFinished,
     ToolCallStarted,
 )
-from selectgraph.runtime._control import current_control
 
 if TYPE_CHECKING:
-    from selectgraph._messages import Message, ToolCall
+    from selectgraph.core._messages import Message, ToolCall
     from selectgraph.observe._recorder import EventRecorder
     from selectgraph.providers._base import Completion, CompletionRequest, Provider
 

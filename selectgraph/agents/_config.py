@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from selectgraph.graph._policies import Conversation
+from selectgraph.core._policies import Conversation
 from selectgraph.providers._base import ToolChoice
 
 __all__ = ["AgentConfig", "ContextMode", "Conversation"]

@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from selectgraph._messages import Message, Role
-from selectgraph._usage import NO_USAGE, Usage
 from selectgraph.agents._calls import call_model
 from selectgraph.agents._config import ContextMode
-from selectgraph.graph._state import CONVERSATION_SUMMARY, GraphState
+from selectgraph.core._messages import Message, Role
+from selectgraph.core._state import CONVERSATION_SUMMARY, GraphState
+from selectgraph.core._usage import NO_USAGE, Usage
 from selectgraph.providers._base import CompletionRequest, Provider
 
 __all__ = ["BuiltContext", "build_context", "from_seat", "summarize", "well_formed"]

@@ -6,13 +6,13 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator
 
-from selectgraph._messages import Message
-from selectgraph._sentinels import END, EndType
 from selectgraph.agents._calls import call_model
 from selectgraph.agents._judge import InvalidReplyError, none_as_empty, parse_json_reply
-from selectgraph.graph._edges import RouteContext, RouteDecision
-from selectgraph.graph._state import GraphState
+from selectgraph.core._messages import Message
+from selectgraph.core._sentinels import END, EndType
+from selectgraph.core._state import GraphState
 from selectgraph.providers._base import CompletionRequest, Provider, ResponseFormat
+from selectgraph.routing._edges import RouteContext, RouteDecision
 
 __all__ = ["LLMDecider"]
 

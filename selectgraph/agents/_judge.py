@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, runtime_che
 
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
-from selectgraph._errors import SelectGraphError
-from selectgraph._messages import Message
-from selectgraph._usage import Usage
 from selectgraph.agents._calls import call_model
+from selectgraph.core._errors import SelectGraphError
+from selectgraph.core._messages import Message
+from selectgraph.core._serialization import library_type
+from selectgraph.core._usage import Usage
 from selectgraph.providers._base import CompletionRequest, Provider, ResponseFormat
 
 if TYPE_CHECKING:
@@ -288,3 +289,7 @@ def as_judge(judge: Any) -> Judge:
     if callable(judge):
         return FunctionJudge(judge)
     raise TypeError(f"a judge needs an evaluate() method or must be a function, got {judge!r}")
+
+
+library_type(JudgeDecision)
+library_type(Verdict)

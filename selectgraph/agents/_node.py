@@ -18,8 +18,6 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from selectgraph._messages import Message, Role
-from selectgraph._serialization import schema_types
 from selectgraph.agents._calls import CallScope
 from selectgraph.agents._calls import scope as call_scope
 from selectgraph.agents._config import ContextMode
@@ -32,12 +30,14 @@ from selectgraph.agents._prompts import (
     transition_marker,
 )
 from selectgraph.agents._result import AgentChunk, AgentResult
-from selectgraph.graph._nodes import NodeContext
-from selectgraph.graph._output import NodeOutput, read_output
-from selectgraph.graph._policies import Conversation
-from selectgraph.graph._state import CONVERSATION_SUMMARY, LAST_OUTPUT, GraphState
-from selectgraph.graph._views import StateView, ViewWrites
+from selectgraph.core._messages import Message, Role
+from selectgraph.core._policies import Conversation
+from selectgraph.core._serialization import schema_types
+from selectgraph.core._state import CONVERSATION_SUMMARY, LAST_OUTPUT, GraphState
+from selectgraph.nodes._spec import NodeContext
 from selectgraph.observe._events import NodeChunk
+from selectgraph.state._output import NodeOutput, read_output
+from selectgraph.state._views import StateView, ViewWrites
 
 if TYPE_CHECKING:
     from selectgraph.agents._agent import Agent

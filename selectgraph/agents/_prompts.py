@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from selectgraph._messages import Message
+from selectgraph.core._messages import Message
 
 __all__ = [
     "PromptLayers",

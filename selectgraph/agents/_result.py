@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from selectgraph._messages import Message, ToolCall
-from selectgraph._usage import NO_USAGE, Usage
+from selectgraph.core._messages import Message, ToolCall
+from selectgraph.core._serialization import library_type
+from selectgraph.core._usage import NO_USAGE, Usage
 
 if TYPE_CHECKING:
     from selectgraph.agents._judge import Verdict
@@ -86,3 +87,6 @@ class AgentChunk:
     """A tool's result, as sent back to the model."""
     result: AgentResult | None = field(default=None, repr=False)
     """Set on the final chunk only."""
+
+
+library_type(AgentResult)

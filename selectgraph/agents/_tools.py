@@ -53,8 +53,8 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import PydanticJsonSchemaWarning
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from selectgraph._errors import SelectGraphError
-from selectgraph._messages import Message, ToolCall
+from selectgraph.core._errors import SelectGraphError
+from selectgraph.core._messages import Message, ToolCall
 from selectgraph.providers._base import ToolSpec
 
 if TYPE_CHECKING:

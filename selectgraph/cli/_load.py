@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from selectgraph._errors import GraphSpecError
-from selectgraph.graph._builder import AgentGraph
+from selectgraph.build._builder import AgentGraph
+from selectgraph.core._errors import GraphSpecError
 
 __all__ = ["LoadError", "Target", "load_target"]
 

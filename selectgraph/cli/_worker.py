@@ -13,8 +13,8 @@ import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from selectgraph.build._builder import AgentGraph
 from selectgraph.cli._load import LoadError, load_target
-from selectgraph.graph._builder import AgentGraph
 
 __all__ = ["parse_graphs", "serve_worker"]
 

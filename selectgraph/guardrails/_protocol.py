@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from selectgraph._callables import callable_name, is_async_callable
-from selectgraph._errors import GuardrailBlocked
+from selectgraph.core._callables import callable_name, is_async_callable
+from selectgraph.core._errors import GuardrailBlocked
 
 __all__ = [
     "AsyncGuardrail",

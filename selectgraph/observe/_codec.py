@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from selectgraph._sentinels import END, EndType
+from selectgraph.core._sentinels import END, EndType
 from selectgraph.observe import _events
 from selectgraph.runtime._branches import BranchRef
 

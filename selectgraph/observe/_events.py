@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from selectgraph._sentinels import EndType
+from selectgraph.core._sentinels import EndType
 
 if TYPE_CHECKING:
-    from selectgraph.graph._policies import Outcome, Quality, StopReason
-    from selectgraph.graph._result import GraphResult
-    from selectgraph.graph._state import GraphState
+    from selectgraph.core._policies import Outcome, Quality, StopReason
+    from selectgraph.core._result import GraphResult
+    from selectgraph.core._state import GraphState
     from selectgraph.runtime._branches import BranchRef
 
 __all__ = [

@@ -1,12 +1,12 @@
 """Persistence: checkpoint records and the stores that keep them.
 
 Stores work on JSON data only: the runner encodes its state with a
-:class:`~selectgraph._serialization.StateSerializer` (allow-listed, never
+:class:`~selectgraph.core._serialization.StateSerializer` (allow-listed, never
 pickle) before saving, and decodes it after loading. The node cache stores
 (:class:`NodeCache`) keep cached node outputs the same way, as JSON text.
 """
 
-from selectgraph._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
+from selectgraph.core._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
 from selectgraph.persistence._file import FileCheckpointStore
 from selectgraph.persistence._memory import InMemoryCheckpointStore
 from selectgraph.persistence._node_cache import (

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Final, Self, TypeVar
 
-from selectgraph._errors import CheckpointDecodeError, CheckpointNotFound
+from selectgraph.core._errors import CheckpointDecodeError, CheckpointNotFound
 from selectgraph.persistence._records import Checkpoint, diff_state, materialize
 
 __all__ = ["BlockingStore", "Portal", "check_list_args", "check_save", "rebased_child", "window"]

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from selectgraph._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
+from selectgraph.core._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
 from selectgraph.persistence._base import BlockingStore, rebased_child, window
 from selectgraph.persistence._records import (
     Checkpoint,

@@ -7,7 +7,7 @@ import datetime as dt
 import threading
 from typing import Any
 
-from selectgraph._errors import CheckpointConflict, CheckpointNotFound
+from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
 from selectgraph.persistence._base import BlockingStore, rebased_child, window
 from selectgraph.persistence._records import (
     Checkpoint,

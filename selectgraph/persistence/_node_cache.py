@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
-    from selectgraph.graph._state import GraphState
+    from selectgraph.core._state import GraphState
 
 __all__ = ["CachePolicy", "InMemoryNodeCache", "NodeCache", "SQLiteNodeCache"]
 

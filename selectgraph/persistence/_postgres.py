@@ -18,7 +18,7 @@ import builtins
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Self
 
-from selectgraph._errors import CheckpointConflict, CheckpointNotFound
+from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
 from selectgraph.persistence._base import Portal, check_list_args, check_save, rebased_child
 from selectgraph.persistence._records import (
     Checkpoint,

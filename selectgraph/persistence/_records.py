@@ -8,7 +8,7 @@ bounded: :class:`CheckpointChain` takes one once the deltas since the last one
 have cost as much, :func:`make_checkpoint` every :data:`SNAPSHOT_EVERY` versions.
 
 Everything in a record is JSON data: states are encoded by
-:class:`~selectgraph._serialization.StateSerializer` (with its allow-list)
+:class:`~selectgraph.core._serialization.StateSerializer` (with its allow-list)
 before they reach a store, and nothing here ever unpickles or imports.
 
 A delta is ``{"set": [[path, value], ...], "unset": [path, ...], "append":
@@ -34,8 +34,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final, Literal
 
-from selectgraph._errors import CheckpointDecodeError, StateSerializationError
-from selectgraph._serialization import TAG, brief
+from selectgraph.core._errors import CheckpointDecodeError, StateSerializationError
+from selectgraph.core._serialization import TAG, brief
 
 __all__ = [
     "SNAPSHOT_EVERY",

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from selectgraph._errors import CheckpointConflict, CheckpointNotFound
+from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
 from selectgraph.persistence._base import BlockingStore, rebased_child
 from selectgraph.persistence._records import (
     Checkpoint,

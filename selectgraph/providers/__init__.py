@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
+from selectgraph.core._errors import ProviderError, ProviderRequestError, ProviderRetryableError
 from selectgraph.providers._base import (
     Completion,
     CompletionRequest,

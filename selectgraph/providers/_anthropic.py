@@ -38,9 +38,9 @@ from anthropic import AsyncAnthropic, AsyncStream
 from anthropic.types import Message as AnthropicMessageType
 from anthropic.types import RawMessageStreamEvent
 
-from selectgraph._errors import ProviderError, ProviderRequestError
-from selectgraph._messages import Message, Role, ToolCall
-from selectgraph._usage import Usage
+from selectgraph.core._errors import ProviderError, ProviderRequestError
+from selectgraph.core._messages import Message, Role, ToolCall
+from selectgraph.core._usage import Usage
 from selectgraph.providers._base import (
     Completion,
     CompletionRequest,

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from selectgraph._messages import Message
-from selectgraph._usage import Usage
+from selectgraph.core._messages import Message
+from selectgraph.core._usage import Usage
 
 __all__ = [
     "Completion",

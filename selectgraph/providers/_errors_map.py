@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
+from selectgraph.core._errors import ProviderError, ProviderRequestError, ProviderRetryableError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

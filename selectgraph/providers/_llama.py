@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message, Role
-from selectgraph._usage import Usage
+from selectgraph.core._errors import ProviderError, ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message, Role
+from selectgraph.core._usage import Usage
 from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk
 from selectgraph.providers._retry import ProviderRetry, call_with_retries
 

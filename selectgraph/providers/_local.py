@@ -14,9 +14,9 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel
 
-from selectgraph._errors import ProviderError, ProviderRequestError
-from selectgraph._messages import Message, Role, ToolCall
-from selectgraph._usage import Usage
+from selectgraph.core._errors import ProviderError, ProviderRequestError
+from selectgraph.core._messages import Message, Role, ToolCall
+from selectgraph.core._usage import Usage
 from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk
 from selectgraph.providers._retry import ProviderRetry, call_with_retries
 from selectgraph.providers._tokens import estimate_message_tokens, estimate_text_tokens
@@ -131,7 +131,7 @@ class LocalProvider:
 
     Example:
         >>> import asyncio
-        >>> from selectgraph._messages import Message
+        >>> from selectgraph.core._messages import Message
         >>> provider = LocalProvider(script=["Paris."])
         >>> request = CompletionRequest(model="local", messages=(Message.user("Capital?"),))
         >>> asyncio.run(provider.complete(request)).message.text

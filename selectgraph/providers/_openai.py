@@ -34,9 +34,9 @@ from openai.types.chat import (
     ChatCompletionUserMessageParam,
 )
 
-from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message, Role, ToolCall
-from selectgraph._usage import Usage
+from selectgraph.core._errors import ProviderError, ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message, Role, ToolCall
+from selectgraph.core._usage import Usage
 from selectgraph.providers._base import (
     Completion,
     CompletionRequest,

@@ -16,7 +16,7 @@ from tenacity import (
 )
 from tenacity.wait import wait_base
 
-from selectgraph._errors import ProviderError, ProviderRetryableError
+from selectgraph.core._errors import ProviderError, ProviderRetryableError
 
 __all__ = ["ProviderRetry", "call_with_retries"]
 

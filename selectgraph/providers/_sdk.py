@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-from selectgraph._errors import ProviderError
+from selectgraph.core._errors import ProviderError
 from selectgraph.providers._base import CompletionRequest, StreamChunk, StructuredMode
 from selectgraph.providers._errors_map import (
     StructuredOutputRejected,

@@ -60,7 +60,7 @@ import tiktoken.registry
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from selectgraph._messages import Message
+    from selectgraph.core._messages import Message
 
 __all__ = [
     "count_message_tokens",

@@ -19,14 +19,13 @@ from typing import Any
 
 from pydantic import Field, create_model
 
-from selectgraph._models import as_models
-from selectgraph._sentinels import END
 from selectgraph.agents._result import AgentResult
-from selectgraph.graph._builder import AgentGraph
-from selectgraph.graph._nodes import NodeContext
-from selectgraph.graph._parallel import Scatter
-from selectgraph.graph._policies import ErrorPolicy
-from selectgraph.graph._state import LAST_OUTPUT, GraphState
+from selectgraph.build._builder import AgentGraph
+from selectgraph.core._models import as_models
+from selectgraph.core._policies import ErrorPolicy
+from selectgraph.core._sentinels import END
+from selectgraph.core._state import LAST_OUTPUT, GraphState
+from selectgraph.nodes._spec import NodeContext
 from selectgraph.research._iterative import LoopSettings, build_iterative_graph, research_agent
 from selectgraph.research._prompts import plan_prompt, synthesis_prompt
 from selectgraph.research._report import render_report
@@ -37,6 +36,7 @@ from selectgraph.research._state import (
     SectionReport,
     Synthesis,
 )
+from selectgraph.routing._parallel import Scatter
 
 __all__ = ["build_deep_graph", "plan_of", "sections_of"]
 

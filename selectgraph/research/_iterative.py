@@ -22,16 +22,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from selectgraph._models import as_models
-from selectgraph._sentinels import END
 from selectgraph.agents._agent import Agent
 from selectgraph.agents._config import AgentConfig
 from selectgraph.agents._result import AgentResult
-from selectgraph.graph._builder import AgentGraph
-from selectgraph.graph._directives import Directive, goto
-from selectgraph.graph._nodes import NodeContext
-from selectgraph.graph._policies import ErrorPolicy
-from selectgraph.graph._state import LAST_OUTPUT, GraphState
+from selectgraph.build._builder import AgentGraph
+from selectgraph.core._models import as_models
+from selectgraph.core._policies import ErrorPolicy
+from selectgraph.core._sentinels import END
+from selectgraph.core._state import LAST_OUTPUT, GraphState
+from selectgraph.nodes._spec import NodeContext
 from selectgraph.providers._base import Provider
 from selectgraph.research._budget import ResearchBudget, budget_stop
 from selectgraph.research._prompts import (
@@ -53,6 +52,7 @@ from selectgraph.research._state import (
     ToolTask,
     tool_selection_model,
 )
+from selectgraph.routing._directives import Directive, goto
 
 __all__ = ["LoopSettings", "build_iterative_graph", "research_agent", "shown_evidence"]
 

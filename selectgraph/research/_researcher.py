@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Unpack
 
-from selectgraph._models import as_models
-from selectgraph.graph._builder import AgentGraph
-from selectgraph.graph._compiled import RunOptions, StreamOptions
-from selectgraph.graph._result import GraphResult
+from selectgraph.build._builder import AgentGraph
+from selectgraph.compile._compiled import RunOptions, StreamOptions
+from selectgraph.core._models import as_models
+from selectgraph.core._result import GraphResult
 from selectgraph.providers._base import Provider
 from selectgraph.research._budget import ResearchBudget
 from selectgraph.research._deep import build_deep_graph

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from selectgraph.graph._reducers import append, dedupe_append
+from selectgraph.state._reducers import append, dedupe_append
 
 __all__ = [
     "Evidence",

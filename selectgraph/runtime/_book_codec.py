@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from selectgraph._serialization import StateSerializer
-from selectgraph.graph._interrupts import Interrupt
-from selectgraph.graph._state import GraphState
+from selectgraph.core._interrupts import Interrupt
+from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._state import GraphState
 from selectgraph.runtime._pending import decode_branch_writes, encode_branch_writes
 
 if TYPE_CHECKING:

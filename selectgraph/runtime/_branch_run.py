@@ -14,18 +14,18 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from selectgraph._sentinels import END, EndType
-from selectgraph._usage import NO_USAGE
-from selectgraph.graph._history import History
-from selectgraph.graph._merge import Merger
-from selectgraph.graph._nodes import NodeSpec
-from selectgraph.graph._output import NodeOutput
-from selectgraph.graph._result import NodeResult
-from selectgraph.graph._state import GraphState
+from selectgraph.core._history import History
+from selectgraph.core._result import NodeResult
+from selectgraph.core._sentinels import END, EndType
+from selectgraph.core._state import GraphState
+from selectgraph.core._usage import NO_USAGE
+from selectgraph.nodes._spec import NodeSpec
 from selectgraph.runtime._branches import BranchTask
 from selectgraph.runtime._join import BranchWrites, relative_to
-from selectgraph.runtime._layered import LayeredData
 from selectgraph.runtime._run import Run
+from selectgraph.state._layered import LayeredData
+from selectgraph.state._merge import Merger
+from selectgraph.state._output import NodeOutput
 
 if TYPE_CHECKING:
     from selectgraph.runtime._fanout import FanOutPlan

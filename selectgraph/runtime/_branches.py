@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from selectgraph.graph._parallel import FailureMode
+from selectgraph.routing._parallel import FailureMode
 
 __all__ = [
     "CANCELLED",

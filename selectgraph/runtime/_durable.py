@@ -26,13 +26,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from selectgraph._serialization import StateSerializer
-from selectgraph.graph._interrupts import Interrupt
-from selectgraph.graph._views import StateView
+from selectgraph.core._interrupts import Interrupt
+from selectgraph.core._serialization import StateSerializer
 from selectgraph.observe._events import CheckpointSaved
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._records import Checkpoint, CheckpointChain
 from selectgraph.runtime._mirror import StateMirror
+from selectgraph.state._views import StateView
 
 if TYPE_CHECKING:
     from selectgraph.runtime._run import Run

@@ -16,13 +16,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from selectgraph._errors import RoutingError
-from selectgraph._sentinels import END, EndType
-from selectgraph.graph._parallel import DEFAULT_FANOUT, FanOutOptions, Scatter
+from selectgraph.core._errors import RoutingError
+from selectgraph.core._sentinels import END, EndType
+from selectgraph.routing._parallel import DEFAULT_FANOUT, FanOutOptions, Scatter
 from selectgraph.runtime._branches import BranchRef, BranchTask
 
 if TYPE_CHECKING:
-    from selectgraph.graph._compiled import CompiledGraph
+    from selectgraph.compile._compiled import CompiledGraph
 
 __all__ = ["FanOutOptions", "FanOutPlan", "join_point", "plan_fanout"]
 
@@ -112,7 +112,7 @@ def _post_dominators(graph: CompiledGraph) -> Mapping[str | EndType, set[str | E
     cached = graph.post_dominators
     if cached is not None:
         return cached
-    from selectgraph.graph._compile import possible_targets
+    from selectgraph.compile._compile import possible_targets
 
     successors = {name: set(possible_targets(graph, name)) or {END} for name in graph.nodes}
     everything: set[str | EndType] = {*graph.nodes, END}

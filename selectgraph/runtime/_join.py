@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from selectgraph._errors import MergeConflictError
-from selectgraph.graph._merge import Merger
-from selectgraph.graph._output import NodeOutput
-from selectgraph.graph._parallel import MergeFn, MergePolicy
-from selectgraph.graph._reducers import MISSING, owned
-from selectgraph.graph._schema import StateSchema
-from selectgraph.graph._state import GraphState
-from selectgraph.graph._views import ViewWrites
+from selectgraph.core._errors import MergeConflictError
+from selectgraph.core._state import GraphState
+from selectgraph.routing._parallel import MergeFn, MergePolicy
+from selectgraph.state._merge import Merger
+from selectgraph.state._output import NodeOutput
+from selectgraph.state._reducers import MISSING, owned
+from selectgraph.state._schema import StateSchema
+from selectgraph.state._views import ViewWrites
 
 __all__ = ["BranchWrites", "apply_merge_fn", "join_branches", "relative_to"]
 

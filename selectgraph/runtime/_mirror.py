@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from selectgraph._serialization import StateSerializer
-from selectgraph.graph._state import GraphState, encode_history_compact
+from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._state import GraphState, encode_history_compact
 
 __all__ = ["StateMirror"]
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from selectgraph._errors import StateDecodeError
-from selectgraph._messages import Message
-from selectgraph._sentinels import END
-from selectgraph._serialization import StateSerializer
-from selectgraph._usage import Usage
-from selectgraph.graph._output import NodeOutput
-from selectgraph.graph._result import NodeResult
-from selectgraph.graph._state import _decode_history_entry, _encode_history_entry
-from selectgraph.graph._views import ViewWrites
+from selectgraph.core._errors import StateDecodeError
+from selectgraph.core._messages import Message
+from selectgraph.core._result import NodeResult
+from selectgraph.core._sentinels import END
+from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._state import _decode_history_entry, _encode_history_entry
+from selectgraph.core._usage import Usage
 from selectgraph.runtime._join import BranchWrites
+from selectgraph.state._output import NodeOutput
+from selectgraph.state._views import ViewWrites
 
 __all__ = [
     "decode_branch_writes",

@@ -12,13 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from selectgraph._errors import ResumeError
-from selectgraph._sentinels import END
-from selectgraph._serialization import StateSerializer, default_serializer
-from selectgraph._usage import NO_USAGE, Usage
-from selectgraph.graph._interrupts import Interrupt, interrupt_run_id
-from selectgraph.graph._output import NodeOutput
-from selectgraph.graph._state import GraphState, _decode_history_entry
+from selectgraph.core._errors import ResumeError
+from selectgraph.core._interrupts import Interrupt, interrupt_run_id
+from selectgraph.core._sentinels import END
+from selectgraph.core._serialization import StateSerializer, default_serializer
+from selectgraph.core._state import GraphState, _decode_history_entry
+from selectgraph.core._usage import NO_USAGE, Usage
 from selectgraph.observe._recorder import EventRecorder, Listener
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._records import (
@@ -45,11 +44,12 @@ from selectgraph.runtime._durable import (
 from selectgraph.runtime._guard import guard_start
 from selectgraph.runtime._mirror import StateMirror
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
+from selectgraph.state._output import NodeOutput
 
 if TYPE_CHECKING:
     import datetime as dt
 
-    from selectgraph.graph._compiled import CompiledGraph, GraphInput
+    from selectgraph.compile._compiled import CompiledGraph, GraphInput
 
 __all__ = [
     "DurableOptions",
@@ -583,7 +583,7 @@ def _check_answers(run_id: str, answers: Mapping[str, Any], pending: Mapping[str
 
 def _check_askers(graph: CompiledGraph, run_id: str, interrupts: list[Interrupt]) -> None:
     """Refuse answers for questions that no node of this graph asks any more."""
-    from selectgraph.graph._generator_node import GeneratorAdapter
+    from selectgraph.nodes._generator import GeneratorAdapter
 
     for interrupt in interrupts:
         task = interrupt.id.split("|")[1]

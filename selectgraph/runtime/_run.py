@@ -21,7 +21,17 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from selectgraph._errors import (
+from selectgraph.core._control import (
+    TOKEN_CANCEL,
+    Budget,
+    BudgetStop,
+    RunCancelledByToken,
+    RunControl,
+    current_control,
+)
+from selectgraph.core._control import enter as enter_control
+from selectgraph.core._control import leave as leave_control
+from selectgraph.core._errors import (
     BranchError,
     CheckpointConflict,
     GraphRunError,
@@ -36,33 +46,19 @@ from selectgraph._errors import (
     StateValidationError,
     VisitLimitExceeded,
 )
-from selectgraph._sentinels import END, EndType
-from selectgraph._usage import NO_USAGE, Usage
-from selectgraph.graph._edges import (
-    Edge,
-    Resolved,
-    RouteDecision,
-    aresolve_next,
-    match_simple,
-    resolve_next,
-    route_with_value,
-)
-from selectgraph.graph._fingerprint import StateFingerprint
-from selectgraph.graph._interrupts import Interrupt, NodeInterrupt
-from selectgraph.graph._merge import Merger
-from selectgraph.graph._nodes import NodeContext, NodeSpec
-from selectgraph.graph._output import NodeOutput, read_output
-from selectgraph.graph._parallel import Branches, FailureMode
-from selectgraph.graph._policies import (
+from selectgraph.core._interrupts import Interrupt, NodeInterrupt
+from selectgraph.core._policies import (
     ErrorPolicy,
     LoopAction,
     MaxStepsAction,
     RetryPolicy,
     StopReason,
 )
-from selectgraph.graph._result import GraphResult, NodeResult
-from selectgraph.graph._state import LAST_OUTPUT, GraphState
-from selectgraph.graph._views import StateView
+from selectgraph.core._result import GraphResult, NodeResult
+from selectgraph.core._sentinels import END, EndType
+from selectgraph.core._state import LAST_OUTPUT, GraphState
+from selectgraph.core._usage import NO_USAGE, Usage
+from selectgraph.nodes._spec import NodeContext, NodeSpec
 from selectgraph.observe._events import (
     BudgetExceeded,
     EdgeFired,
@@ -84,6 +80,16 @@ from selectgraph.observe._events import (
     LoopDetected as LoopDetectedEvent,
 )
 from selectgraph.observe._recorder import EventRecorder
+from selectgraph.routing._edges import (
+    Edge,
+    Resolved,
+    RouteDecision,
+    aresolve_next,
+    match_simple,
+    resolve_next,
+    route_with_value,
+)
+from selectgraph.routing._parallel import Branches, FailureMode
 from selectgraph.runtime._branches import (
     CANCELLED,
     BranchAborted,
@@ -93,26 +99,20 @@ from selectgraph.runtime._branches import (
     run_concurrently,
     run_on_threads,
 )
-from selectgraph.runtime._control import (
-    TOKEN_CANCEL,
-    Budget,
-    BudgetStop,
-    RunCancelledByToken,
-    RunControl,
-    current_control,
-)
-from selectgraph.runtime._control import enter as enter_control
-from selectgraph.runtime._control import leave as leave_control
 from selectgraph.runtime._fanout import FanOutOptions, FanOutPlan, plan_fanout
 from selectgraph.runtime._guard import guard_output
 from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches, relative_to
 from selectgraph.runtime._retry import is_retryable, retry_after_failure
 from selectgraph.runtime._tasks import BranchTally, TaskRunner, current_task_runner
+from selectgraph.state._fingerprint import StateFingerprint
+from selectgraph.state._merge import Merger
+from selectgraph.state._output import NodeOutput, read_output
+from selectgraph.state._views import StateView
 
 if TYPE_CHECKING:
-    from selectgraph.graph._compiled import CompiledGraph
-    from selectgraph.graph._views import StateView as _View
+    from selectgraph.compile._compiled import CompiledGraph
     from selectgraph.runtime._durable import Durable, InterruptBook
+    from selectgraph.state._views import StateView as _View
 
 __all__ = ["Run", "blocking_sleep", "new_run_id"]
 

@@ -21,17 +21,17 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from selectgraph._sentinels import EndType
-from selectgraph._usage import NO_USAGE, Usage
+from selectgraph.core._sentinels import EndType
+from selectgraph.core._usage import NO_USAGE, Usage
 
 if TYPE_CHECKING:
-    from selectgraph.graph._edges import Edge, RouteDecision
-    from selectgraph.graph._nodes import NodeSpec
-    from selectgraph.graph._output import NodeOutput
+    from selectgraph.nodes._spec import NodeSpec
+    from selectgraph.routing._edges import Edge, RouteDecision
     from selectgraph.runtime._branches import BranchRef, BranchTask
     from selectgraph.runtime._fanout import FanOutPlan
     from selectgraph.runtime._join import BranchWrites
     from selectgraph.runtime._run import Run
+    from selectgraph.state._output import NodeOutput
 
 __all__ = ["BranchTally", "TaskRunner", "current_task_runner", "running_tasks_with"]
 

@@ -12,7 +12,7 @@ import os
 import secrets
 from typing import Any
 
-from selectgraph.graph._builder import AgentGraph
+from selectgraph.build._builder import AgentGraph
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.studio._app import TOKEN_COOKIE, create_app
 

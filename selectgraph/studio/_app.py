@@ -39,8 +39,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from selectgraph.graph._builder import AgentGraph
-from selectgraph.observe._mermaid import mermaid_layout
+from selectgraph.build._builder import AgentGraph
+from selectgraph.compile._mermaid import mermaid_layout
 from selectgraph.persistence._memory import InMemoryCheckpointStore
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.studio._runs import RunManager, StudioError

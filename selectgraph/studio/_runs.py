@@ -17,14 +17,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from selectgraph._errors import (
+from selectgraph.build._builder import AgentGraph
+from selectgraph.core._errors import (
     GraphRunError,
     ResumeError,
     SelectGraphError,
     StateValidationError,
 )
-from selectgraph.graph._builder import AgentGraph
-from selectgraph.graph._result import GraphResult
+from selectgraph.core._result import GraphResult
 from selectgraph.observe._codec import event_to_json, json_value
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._protocol import CheckpointStore

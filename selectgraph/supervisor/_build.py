@@ -14,13 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from selectgraph._sentinels import END, EndType
 from selectgraph.agents._agent import Agent
 from selectgraph.agents._config import AgentConfig
-from selectgraph.graph._builder import AgentGraph
-from selectgraph.graph._directives import Directive, goto
-from selectgraph.graph._state import LAST_OUTPUT, GraphState
+from selectgraph.build._builder import AgentGraph
+from selectgraph.core._sentinels import END, EndType
+from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.providers._base import Provider
+from selectgraph.routing._directives import Directive, goto
 from selectgraph.supervisor._calls import Answer, Prompt, SupervisorCall, as_text, steps_of
 from selectgraph.supervisor._prompts import SUPERVISOR_IDENTITY, member_prompt, task_of
 from selectgraph.supervisor._schemas import StepRecord

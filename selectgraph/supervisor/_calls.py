@@ -14,15 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from selectgraph._models import as_models
 from selectgraph.agents._agent import Agent
 from selectgraph.agents._node import AgentNode
-from selectgraph.graph._directives import Directive
-from selectgraph.graph._nodes import NodeContext
-from selectgraph.graph._output import NodeOutput
-from selectgraph.graph._state import GraphState
-from selectgraph.graph._views import StateView
+from selectgraph.core._models import as_models
+from selectgraph.core._state import GraphState
+from selectgraph.nodes._spec import NodeContext
 from selectgraph.observe._events import SupervisorReplanned
+from selectgraph.routing._directives import Directive
+from selectgraph.state._output import NodeOutput
+from selectgraph.state._views import StateView
 from selectgraph.supervisor._schemas import PlanStep, StepRecord
 
 __all__ = ["Answer", "Prompt", "SupervisorCall", "announce_replan", "plan_of", "steps_of"]

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from selectgraph._models import as_model
-from selectgraph._sentinels import END
-from selectgraph.graph._directives import Directive, goto
-from selectgraph.graph._nodes import NodeContext
-from selectgraph.graph._state import LAST_OUTPUT, GraphState
+from selectgraph.core._models import as_model
+from selectgraph.core._sentinels import END
+from selectgraph.core._state import LAST_OUTPUT, GraphState
+from selectgraph.nodes._spec import NodeContext
+from selectgraph.routing._directives import Directive, goto
 from selectgraph.supervisor._build import Build, start_turn
 from selectgraph.supervisor._calls import announce_replan, as_text, steps_of
 from selectgraph.supervisor._dynamic import least_recent

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from selectgraph._models import as_model
-from selectgraph.graph._directives import Directive
-from selectgraph.graph._nodes import NodeContext
-from selectgraph.graph._state import GraphState
+from selectgraph.core._models import as_model
+from selectgraph.core._state import GraphState
+from selectgraph.nodes._spec import NodeContext
+from selectgraph.routing._directives import Directive
 from selectgraph.supervisor._build import (
     Build,
     failed_turn,

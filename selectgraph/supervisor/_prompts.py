@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from selectgraph._messages import Role
+from selectgraph.core._messages import Role
 from selectgraph.supervisor._schemas import PlanStep, StepRecord, TaskLedger
 
 __all__ = [

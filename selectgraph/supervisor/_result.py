@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from selectgraph._models import as_model, as_models
-from selectgraph.graph._result import GraphResult
+from selectgraph.core._models import as_model, as_models
+from selectgraph.core._result import GraphResult
 from selectgraph.supervisor._config import SupervisorStrategy
 from selectgraph.supervisor._schemas import PlanStep, StepRecord, TaskLedger
 

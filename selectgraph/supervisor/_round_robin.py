@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from selectgraph._models import as_model
-from selectgraph.graph._directives import Directive
-from selectgraph.graph._nodes import NodeContext
-from selectgraph.graph._state import GraphState
+from selectgraph.core._models import as_model
+from selectgraph.core._state import GraphState
+from selectgraph.nodes._spec import NodeContext
+from selectgraph.routing._directives import Directive
 from selectgraph.supervisor._build import Build, start_turn, to_finish
 from selectgraph.supervisor._calls import steps_of
 from selectgraph.supervisor._prompts import task_of, verdict_prompt

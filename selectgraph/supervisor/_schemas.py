@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from selectgraph.graph._reducers import append
+from selectgraph.state._reducers import append
 
 __all__ = [
     "BoolAnswer",

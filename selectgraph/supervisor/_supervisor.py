@@ -13,17 +13,17 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Unpack
 
-from selectgraph._errors import GraphRunError
-from selectgraph._messages import Message
 from selectgraph.agents._agent import AgentOutputError
 from selectgraph.agents._defaults import default_provider
-from selectgraph.graph._builder import AgentGraph
-from selectgraph.graph._compiled import NO_RESPONSE, ResumeOptions, RunOptions, StreamOptions
-from selectgraph.graph._result import GraphResult
-from selectgraph.graph._state import GraphState
+from selectgraph.build._builder import AgentGraph
+from selectgraph.compile._compiled import NO_RESPONSE, ResumeOptions, RunOptions, StreamOptions
+from selectgraph.core._control import CancellationToken
+from selectgraph.core._errors import GraphRunError
+from selectgraph.core._messages import Message
+from selectgraph.core._result import GraphResult
+from selectgraph.core._state import GraphState
 from selectgraph.observe._events import RunFinished
 from selectgraph.providers._base import Provider
-from selectgraph.runtime._control import CancellationToken
 from selectgraph.supervisor import _dynamic, _magentic, _plan_execute, _round_robin
 from selectgraph.supervisor._build import Build
 from selectgraph.supervisor._config import ModelSplit, SupervisorStrategy

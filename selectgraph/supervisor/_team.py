@@ -11,10 +11,10 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from selectgraph._callables import callable_name, is_generator_callable, takes_context
 from selectgraph.agents._agent import Agent
-from selectgraph.graph._nodes import NodeContext
-from selectgraph.graph._state import LAST_OUTPUT
+from selectgraph.core._callables import callable_name, is_generator_callable, takes_context
+from selectgraph.core._state import LAST_OUTPUT
+from selectgraph.nodes._spec import NodeContext
 
 __all__ = ["Member", "Team"]
 

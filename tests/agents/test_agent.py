@@ -22,8 +22,8 @@ from selectgraph import (
     Verdict,
     tool,
 )
-from selectgraph._errors import ProviderRequestError, ProviderRetryableError
 from selectgraph.agents import AgentChunk, JudgeRequest, LLMDecider, default_provider
+from selectgraph.core._errors import ProviderRequestError, ProviderRetryableError
 from selectgraph.providers import (
     AnthropicProvider,
     LocalProvider,

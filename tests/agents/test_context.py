@@ -9,7 +9,7 @@ import pytest
 from selectgraph import GraphState, Message, Role, ToolCall
 from selectgraph.agents import ContextMode
 from selectgraph.agents._context import build_context, from_seat, summarize
-from selectgraph.graph._state import CONVERSATION_SUMMARY
+from selectgraph.core._state import CONVERSATION_SUMMARY
 from selectgraph.testing import LocalReply, ScriptedProvider
 from tests.agents.conftest import sent, turns, usage
 

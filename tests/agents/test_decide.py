@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from selectgraph import END, Agent, AgentConfig, AgentGraph, GraphBuildError, GraphResult
-from selectgraph._errors import ProviderRequestError
+from selectgraph.core._errors import ProviderRequestError
 from selectgraph.observe import EdgeFired
 from selectgraph.providers import ResponseFormat
 from selectgraph.testing import LocalReply, ScriptedProvider

@@ -26,9 +26,9 @@ from selectgraph import (
     Verdict,
     goto,
 )
-from selectgraph._errors import ProviderRequestError
 from selectgraph.agents import AgentNode, ContextMode
-from selectgraph.graph._state import CONVERSATION_SUMMARY
+from selectgraph.core._errors import ProviderRequestError
+from selectgraph.core._state import CONVERSATION_SUMMARY
 from selectgraph.observe import GraphEvent, NodeChunk, NodeFinished, NodeStarted, RunFinished
 from selectgraph.testing import LocalReply, ScriptedProvider
 from tests.agents.conftest import sent, system_of, usage

@@ -16,10 +16,10 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from selectgraph._errors import SelectGraphError
-from selectgraph._messages import Role, ToolCall
 from selectgraph.agents import _tools
 from selectgraph.agents._tools import Tool, ToolDefinitionError, tool
+from selectgraph.core._errors import SelectGraphError
+from selectgraph.core._messages import Role, ToolCall
 
 
 class Priority(Enum):

@@ -255,7 +255,7 @@ def test_an_agent_output_schema_survives_a_checkpoint_without_registering_it(
 def test_a_run_time_model_restores_as_its_module_class_only_with_the_same_fields() -> None:
     from pydantic import create_model
 
-    from selectgraph._serialization import named_class
+    from selectgraph.core._serialization import named_class
     from tests.durable._types import Item
 
     narrowed = create_model("Item", __base__=Item, __module__=Item.__module__, name=(str, ...))

@@ -11,10 +11,11 @@ import pytest
 from pydantic import BaseModel
 
 from selectgraph import END, AgentGraph, GraphState, Interrupt, NodeContext, Scatter, Usage
-from selectgraph._errors import NodeError, NodeTimeout
-from selectgraph._serialization import StateSerializer
 from selectgraph.cli._load import LoadError
 from selectgraph.cli._worker import parse_graphs
+from selectgraph.core._control import BudgetStop
+from selectgraph.core._errors import NodeError, NodeTimeout
+from selectgraph.core._serialization import StateSerializer
 from selectgraph.executors import DBOSExecutor, RunHandle, UnknownGraphError
 from selectgraph.executors.dbos._records import (
     ReplayedError,
@@ -32,17 +33,16 @@ from selectgraph.executors.dbos._records import (
 )
 from selectgraph.executors.dbos._serializer import JsonSerializer, RemoteError
 from selectgraph.executors.dbos._workflow import decode_input, encode_input
-from selectgraph.graph._edges import RouteDecision
 from selectgraph.observe import NodeStarted
 from selectgraph.observe._codec import event_to_json
 from selectgraph.persistence._records import checkpoint_ids_from, new_checkpoint_id, replayable_ids
+from selectgraph.routing._edges import RouteDecision
 from selectgraph.runtime._book_codec import (
     decode_children,
     decode_interrupt_records,
     decode_memo,
     encode_book,
 )
-from selectgraph.runtime._control import BudgetStop
 from selectgraph.runtime._durable import InterruptBook
 from selectgraph.runtime._tasks import BranchTally
 

@@ -19,7 +19,7 @@ from selectgraph import (
     goto,
     update,
 )
-from selectgraph._sentinels import EndType
+from selectgraph.core._sentinels import EndType
 from selectgraph.graph import Directive
 from selectgraph.observe import EdgeFired
 

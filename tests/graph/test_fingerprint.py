@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from selectgraph import END, AgentGraph, GraphState
-from selectgraph.graph._fingerprint import (
+from selectgraph.state._fingerprint import (
     MOD,
     StateFingerprint,
     dict_merge_fingerprint,

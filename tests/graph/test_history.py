@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from selectgraph import END, AgentGraph, NodeResult
-from selectgraph.graph._history import History
+from selectgraph.core._history import History
 
 
 def _result(node: str, step: int) -> NodeResult:

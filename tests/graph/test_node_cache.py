@@ -34,7 +34,7 @@ from selectgraph import (
     append,
     goto,
 )
-from selectgraph.graph._cache import CachingAdapter
+from selectgraph.nodes._cache import CachingAdapter
 from selectgraph.observe import NodeCacheHit
 from selectgraph.testing import ScriptedProvider
 

@@ -24,7 +24,7 @@ from selectgraph import (
     goto,
     merge,
 )
-from selectgraph._sentinels import EndType
+from selectgraph.core._sentinels import EndType
 from selectgraph.observe import LoopDetected as LoopDetectedEvent
 from selectgraph.observe import NodeRetried, StallDetected
 

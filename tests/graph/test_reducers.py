@@ -33,8 +33,8 @@ from selectgraph import (
     merge_by_key,
     reducer,
 )
-from selectgraph.graph._fingerprint import fingerprint
-from selectgraph.graph._reducers import MISSING, as_reducer
+from selectgraph.state._fingerprint import fingerprint
+from selectgraph.state._reducers import MISSING, as_reducer
 
 Update = dict[str, Any]
 

@@ -10,7 +10,7 @@ import pytest
 
 from selectgraph import END, AgentGraph, EdgeError, GraphBuildError, GraphState
 from selectgraph.graph import Condition, ConditionSyntaxError, parse_condition
-from selectgraph.graph._safe_eval import MAX_CONDITION_DEPTH, MAX_CONDITION_LENGTH
+from selectgraph.routing._safe_eval import MAX_CONDITION_DEPTH, MAX_CONDITION_LENGTH
 
 DATA: dict[str, Any] = {
     "score": 7,

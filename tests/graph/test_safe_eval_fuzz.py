@@ -21,7 +21,7 @@ from hypothesis import Phase, event, given, settings
 from hypothesis import strategies as st
 
 from selectgraph.graph import ConditionSyntaxError, parse_condition
-from selectgraph.graph._safe_eval import MissingStateKey
+from selectgraph.routing._safe_eval import MissingStateKey
 
 EVALUATION_ERRORS: Final = (KeyError, IndexError, TypeError)
 """What evaluating an accepted condition may raise (documented in ``_safe_eval``)."""

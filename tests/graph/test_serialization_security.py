@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from selectgraph import GraphState, Message, StateSerializationError, append
-from selectgraph._errors import StateDecodeError, TypeNotAllowedError
-from selectgraph._serialization import DEFAULT_MAX_DEPTH, StateSerializer, schema_types
+from selectgraph.core._errors import StateDecodeError, TypeNotAllowedError
+from selectgraph.core._serialization import DEFAULT_MAX_DEPTH, StateSerializer, schema_types
 
 
 class Mood(Enum):
@@ -474,8 +474,9 @@ _TAGS = [
 ]  # fmt: skip
 _NAMES = [
     "os:system", "builtins:eval", "builtins:open", "subprocess:Popen", f"{__name__}:Plain",
-    f"{__name__}:Note", f"{__name__}:Mood", f"{__name__}:Tree", "selectgraph._messages:Message",
-    "selectgraph._messages:Role", "selectgraph._usage:Usage", "no.such.module:X", ":", "",
+    f"{__name__}:Note", f"{__name__}:Mood", f"{__name__}:Tree",
+    "selectgraph.core._messages:Message", "selectgraph.core._messages:Role",
+    "selectgraph.core._usage:Usage", "selectgraph._messages:Message", "no.such.module:X", ":", "",
 ]  # fmt: skip
 
 _scalars = (

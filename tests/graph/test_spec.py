@@ -23,9 +23,9 @@ from selectgraph import (
     append,
     bounded_append,
 )
+from selectgraph.build._spec import NodeEntry, load_reference
 from selectgraph.graph import Condition
-from selectgraph.graph._edges import Edge
-from selectgraph.graph._spec import NodeEntry, load_reference
+from selectgraph.routing._edges import Edge
 from tests.graph import spec_targets
 from tests.graph.spec_targets import (
     Article,

@@ -21,7 +21,7 @@ from selectgraph import (
     RetryPolicy,
     reducer,
 )
-from selectgraph.graph._views import StateView
+from selectgraph.state._views import StateView
 
 Node = Callable[[GraphState], Any]
 

@@ -20,8 +20,8 @@ from selectgraph import (
     InMemoryCheckpointStore,
     InterruptRequest,
 )
-from selectgraph.graph._nodes import NodeContext
-from selectgraph.graph._policies import LoopAction
+from selectgraph.core._policies import LoopAction
+from selectgraph.nodes._spec import NodeContext
 from selectgraph.observe import (
     GraphEvent,
     Observer,

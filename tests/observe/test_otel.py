@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from selectgraph import END, Agent, AgentConfig, AgentGraph, ErrorPolicy, RetryPolicy
-from selectgraph._usage import Usage
+from selectgraph.core._usage import Usage
 from selectgraph.observe._otel import OTelObserver
 from selectgraph.providers._openai import OpenAIProvider
 from selectgraph.testing import LocalReply, ScriptedProvider
@@ -364,7 +364,7 @@ def test_a_node_failing_inside_a_subgraph_is_an_error_under_the_subgraph_node(
 def test_a_failing_model_call_is_an_error_span(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    from selectgraph._errors import ProviderRequestError
+    from selectgraph.core._errors import ProviderRequestError
 
     writer = agent("writer", [ProviderRequestError("bad request", provider="scripted")])
 

@@ -20,8 +20,8 @@ import pytest
 from pydantic import BaseModel
 
 from selectgraph import GraphState, Message, NodeResult, ToolCall
-from selectgraph._errors import StateSerializationError
-from selectgraph._serialization import StateSerializer
+from selectgraph.core._errors import StateSerializationError
+from selectgraph.core._serialization import StateSerializer
 from selectgraph.persistence import (
     Checkpoint,
     CheckpointChain,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from selectgraph._errors import StateSerializationError
+from selectgraph.core._errors import StateSerializationError
 from selectgraph.persistence import (
     Checkpoint,
     CheckpointChain,

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from anthropic import AsyncAnthropic
 
-from selectgraph._errors import ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message, ToolCall
+from selectgraph.core._errors import ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message, ToolCall
 from selectgraph.providers._anthropic import AnthropicProvider
 from selectgraph.providers._base import CompletionRequest, ResponseFormat, StreamChunk, ToolSpec
 from selectgraph.providers._pricing import cost_usd

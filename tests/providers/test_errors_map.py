@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from selectgraph._errors import ProviderRequestError, ProviderRetryableError
+from selectgraph.core._errors import ProviderRequestError, ProviderRetryableError
 from selectgraph.providers._errors_map import (
     connection_error,
     is_request_validation_error,

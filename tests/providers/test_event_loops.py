@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from selectgraph import Agent, AgentConfig, AgentGraph
-from selectgraph._messages import Message
+from selectgraph.core._messages import Message
 from selectgraph.providers._anthropic import AnthropicProvider
 from selectgraph.providers._base import CompletionRequest
 from selectgraph.providers._local import LocalProvider

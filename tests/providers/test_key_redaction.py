@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message
+from selectgraph.core._errors import ProviderError, ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message
 from selectgraph.providers._base import CompletionRequest
 from selectgraph.providers._openai import OpenAIProvider
 from tests.providers.conftest import ANTHROPIC_KEY, OPENAI_KEY

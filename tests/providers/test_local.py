@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from selectgraph._errors import ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message, Role, ToolCall
-from selectgraph._usage import Usage
+from selectgraph.core._errors import ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message, Role, ToolCall
+from selectgraph.core._usage import Usage
 from selectgraph.providers import _local
 from selectgraph.providers._base import (
     CompletionRequest,

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from selectgraph._errors import ProviderError, ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message
+from selectgraph.core._errors import ProviderError, ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message
 from selectgraph.providers._base import CompletionRequest
 from tests.providers.llm_server import (
     anthropic_stream,

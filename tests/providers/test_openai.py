@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from openai import AsyncOpenAI
 
-from selectgraph._errors import ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message, ToolCall
+from selectgraph.core._errors import ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message, ToolCall
 from selectgraph.providers._base import CompletionRequest, ResponseFormat, StreamChunk, ToolSpec
 from selectgraph.providers._openai import OpenAIProvider
 from selectgraph.providers._pricing import cost_usd

@@ -11,7 +11,7 @@ import pytest
 from genai_prices import data_snapshot
 from genai_prices import types as genai_types
 
-from selectgraph._usage import Usage
+from selectgraph.core._usage import Usage
 from selectgraph.providers import _pricing
 from selectgraph.providers._pricing import ModelPrice, cost_usd, price_for, register_price
 

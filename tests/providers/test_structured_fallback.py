@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from selectgraph._errors import ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message
+from selectgraph.core._errors import ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message
 from selectgraph.providers._base import CompletionRequest, ResponseFormat
 from selectgraph.providers._errors_map import StructuredOutputRejected
 from tests.providers.llm_server import (

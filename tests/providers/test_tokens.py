@@ -15,7 +15,7 @@ import pytest
 import tiktoken
 import tiktoken.registry
 
-from selectgraph._messages import Message, ToolCall
+from selectgraph.core._messages import Message, ToolCall
 from selectgraph.providers import _tokens
 from selectgraph.providers._tokens import (
     count_message_tokens,

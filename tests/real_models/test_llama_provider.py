@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from selectgraph import Agent, AgentConfig
-from selectgraph._errors import ProviderRequestError, ProviderRetryableError
-from selectgraph._messages import Message
+from selectgraph.core._errors import ProviderRequestError, ProviderRetryableError
+from selectgraph.core._messages import Message
 from selectgraph.providers._base import CompletionRequest, ResponseFormat, ToolSpec
 from selectgraph.providers._llama import LlamaCppProvider, smollm2_model_path
 from selectgraph.providers._retry import ProviderRetry

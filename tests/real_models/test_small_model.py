@@ -18,7 +18,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from selectgraph import Agent, AgentConfig, AgentGraph
-from selectgraph._messages import Message
+from selectgraph.core._messages import Message
 from selectgraph.providers._base import CompletionRequest, ResponseFormat
 from selectgraph.providers._llama import LlamaCppProvider
 from selectgraph.providers._openai import OpenAIProvider

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from selectgraph.graph._parallel import FailureMode
+from selectgraph.routing._parallel import FailureMode
 from selectgraph.runtime._branches import (
     CANCELLED,
     BranchRef,

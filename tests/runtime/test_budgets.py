@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from selectgraph import END, Agent, AgentConfig, AgentGraph, InMemoryCheckpointStore, Usage
-from selectgraph.graph._result import GraphResult
+from selectgraph.core._control import Budget
+from selectgraph.core._result import GraphResult
 from selectgraph.observe import BudgetExceeded, CheckpointSaved, NodeFinished
 from selectgraph.providers import LocalProvider, LocalReply, ModelPrice, _pricing, register_price
 from selectgraph.providers._base import CompletionRequest
-from selectgraph.runtime._control import Budget
 
 CALL_IN, CALL_OUT = 40, 10
 CALL_TOKENS = CALL_IN + CALL_OUT

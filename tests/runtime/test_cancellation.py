@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from selectgraph import END, Agent, AgentConfig, AgentGraph, InMemoryCheckpointStore
+from selectgraph.core._control import CancellationToken
 from selectgraph.observe import (
     CheckpointSaved,
     LLMCallFinished,
@@ -21,14 +22,13 @@ from selectgraph.observe import (
 )
 from selectgraph.providers._openai import OpenAIProvider
 from selectgraph.providers._retry import ProviderRetry
-from selectgraph.runtime._control import CancellationToken
 from tests.providers.llm_server import FakeLLMServer, stall
 from tests.providers.payloads import chunk
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from selectgraph.graph._result import GraphResult
+    from selectgraph.core._result import GraphResult
 
 KEY = "sk-test-cancel-0123456789abcdef"
 SLOW_REPLY_S = 6.0  # how long the server's reply would take if nobody hung up

@@ -5,14 +5,14 @@ from typing import Any
 import pytest
 
 from selectgraph import GraphState, Message, append
-from selectgraph._errors import MergeConflictError, ReducerError
-from selectgraph.graph._merge import Merger
-from selectgraph.graph._output import NodeOutput
-from selectgraph.graph._parallel import MergePolicy
-from selectgraph.graph._reducers import reducer
-from selectgraph.graph._schema import StateSchema
-from selectgraph.graph._views import ViewWrites
+from selectgraph.core._errors import MergeConflictError, ReducerError
+from selectgraph.routing._parallel import MergePolicy
 from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches, relative_to
+from selectgraph.state._merge import Merger
+from selectgraph.state._output import NodeOutput
+from selectgraph.state._reducers import reducer
+from selectgraph.state._schema import StateSchema
+from selectgraph.state._views import ViewWrites
 
 SCHEMA = StateSchema(reducers={"notes": append})
 

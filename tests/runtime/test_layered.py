@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from selectgraph.runtime._layered import LayeredData
+from selectgraph.state._layered import LayeredData
 
 
 def test_reads_fall_through_and_writes_stay_on_top() -> None:

@@ -27,7 +27,7 @@ from selectgraph import (
 )
 from selectgraph.graph import FailureMode
 from selectgraph.observe._events import NodeFinished, NodeStarted, ParallelFinished, ParallelStarted
-from selectgraph.runtime._layered import LayeredData
+from selectgraph.state._layered import LayeredData
 
 
 class Research(BaseModel):

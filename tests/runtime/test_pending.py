@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from selectgraph import END, Message, StateDecodeError, Usage
-from selectgraph._serialization import default_serializer
-from selectgraph.graph._output import NodeOutput
-from selectgraph.graph._result import NodeResult
-from selectgraph.graph._views import ViewWrites
+from selectgraph.core._result import NodeResult
+from selectgraph.core._serialization import default_serializer
 from selectgraph.runtime._join import BranchWrites
 from selectgraph.runtime._pending import decode_branch_writes, encode_branch_writes
+from selectgraph.state._output import NodeOutput
+from selectgraph.state._views import ViewWrites
 
 
 def test_branch_writes_round_trip_through_json() -> None:

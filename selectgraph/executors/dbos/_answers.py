@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from selectgraph._errors import ResumeError
+from selectgraph.core._errors import ResumeError
 from selectgraph.executors.dbos._database import ANSWERS_TABLE, create_tables
 
 __all__ = ["AnswerConflictError", "Claims"]

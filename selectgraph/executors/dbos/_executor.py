@@ -21,8 +21,11 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
-from selectgraph._errors import ResumeError
-from selectgraph._serialization import StateSerializer
+from selectgraph.build._builder import AgentGraph
+from selectgraph.compile._compiled import CompiledGraph, GraphInput
+from selectgraph.core._errors import ResumeError
+from selectgraph.core._interrupts import interrupt_run_id
+from selectgraph.core._serialization import StateSerializer
 from selectgraph.executors.dbos._answers import Claims
 from selectgraph.executors.dbos._database import (
     create_engine,
@@ -39,9 +42,6 @@ from selectgraph.executors.dbos._workflow import (
     UnknownGraphError,
     encode_input,
 )
-from selectgraph.graph._builder import AgentGraph
-from selectgraph.graph._compiled import CompiledGraph, GraphInput
-from selectgraph.graph._interrupts import interrupt_run_id
 from selectgraph.runtime._run import new_run_id as _random_run_id
 
 __all__ = ["DBOSExecutor", "UnknownRunError"]

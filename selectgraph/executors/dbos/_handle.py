@@ -18,8 +18,11 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from selectgraph._errors import GraphRunError, ResumeError
-from selectgraph._serialization import StateSerializer
+from selectgraph.core._errors import GraphRunError, ResumeError
+from selectgraph.core._interrupts import Interrupt
+from selectgraph.core._result import GraphResult
+from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._state import GraphState
 from selectgraph.executors.dbos._records import (
     checkpoint_from_record,
     decode_events,
@@ -28,9 +31,6 @@ from selectgraph.executors.dbos._records import (
 )
 from selectgraph.executors.dbos._runner import STREAM
 from selectgraph.executors.dbos._workflow import FAILURE, INTERRUPTS, STATE_ATTRIBUTE
-from selectgraph.graph._interrupts import Interrupt
-from selectgraph.graph._result import GraphResult
-from selectgraph.graph._state import GraphState
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._memory import InMemoryCheckpointStore
 from selectgraph.runtime._resume import StateSnapshot

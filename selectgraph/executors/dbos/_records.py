@@ -20,18 +20,18 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from selectgraph._errors import GraphRunError, NodeError
-from selectgraph._sentinels import END
-from selectgraph._serialization import StateSerializer
-from selectgraph._usage import NO_USAGE, Usage
-from selectgraph.graph._edges import RouteDecision
-from selectgraph.graph._interrupts import Interrupt
-from selectgraph.graph._result import GraphResult
-from selectgraph.graph._state import GraphState
+from selectgraph.core._control import BudgetStop
+from selectgraph.core._errors import GraphRunError, NodeError
+from selectgraph.core._interrupts import Interrupt
+from selectgraph.core._result import GraphResult
+from selectgraph.core._sentinels import END
+from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._state import GraphState
+from selectgraph.core._usage import NO_USAGE, Usage
 from selectgraph.observe._codec import event_from_json
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._records import Checkpoint, decode_record
-from selectgraph.runtime._control import BudgetStop
+from selectgraph.routing._edges import RouteDecision
 from selectgraph.runtime._tasks import BranchTally
 
 __all__ = [

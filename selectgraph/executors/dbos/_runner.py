@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any, Final
 from dbos import DBOS
 from dbos._error import DBOSException
 
-from selectgraph._serialization import StateSerializer
+from selectgraph.core._control import BudgetStop, RunCancelledByToken, current_control
+from selectgraph.core._interrupts import NodeInterrupt
+from selectgraph.core._serialization import StateSerializer
 from selectgraph.executors.dbos._records import (
     decode_decision,
     decode_interrupt,
@@ -41,7 +43,6 @@ from selectgraph.executors.dbos._records import (
     rebuild_budget_stop,
     rebuild_failure,
 )
-from selectgraph.graph._interrupts import NodeInterrupt
 from selectgraph.observe._codec import event_to_json
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._memory import InMemoryCheckpointStore
@@ -52,7 +53,6 @@ from selectgraph.runtime._book_codec import (
     decode_memo,
     encode_book,
 )
-from selectgraph.runtime._control import BudgetStop, RunCancelledByToken, current_control
 from selectgraph.runtime._pending import (
     decode_branch_writes,
     decode_node_output,
@@ -62,13 +62,13 @@ from selectgraph.runtime._pending import (
 from selectgraph.runtime._tasks import running_tasks_with
 
 if TYPE_CHECKING:
-    from selectgraph.graph._edges import Edge, RouteDecision
-    from selectgraph.graph._nodes import NodeSpec
-    from selectgraph.graph._output import NodeOutput
+    from selectgraph.nodes._spec import NodeSpec
+    from selectgraph.routing._edges import Edge, RouteDecision
     from selectgraph.runtime._branches import BranchTask
     from selectgraph.runtime._fanout import FanOutPlan
     from selectgraph.runtime._join import BranchWrites
     from selectgraph.runtime._run import Run
+    from selectgraph.state._output import NodeOutput
 
 __all__ = ["STREAM", "DBOSTaskRunner", "Publisher", "PublishingStore", "ReplayDivergedError"]
 

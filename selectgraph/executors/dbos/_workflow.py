@@ -17,8 +17,11 @@ from typing import Any, Final
 
 from dbos import DBOS
 
-from selectgraph._errors import GraphRunError
-from selectgraph._serialization import StateSerializer
+from selectgraph.compile._compiled import CompiledGraph, GraphInput
+from selectgraph.core._errors import GraphRunError
+from selectgraph.core._result import GraphResult
+from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._state import GraphState
 from selectgraph.executors.dbos._records import (
     checkpoint_from_record,
     encode_failure,
@@ -26,9 +29,6 @@ from selectgraph.executors.dbos._records import (
     encode_result,
 )
 from selectgraph.executors.dbos._runner import DBOSTaskRunner, Publisher, PublishingStore
-from selectgraph.graph._compiled import CompiledGraph, GraphInput
-from selectgraph.graph._result import GraphResult
-from selectgraph.graph._state import GraphState
 from selectgraph.persistence._records import checkpoint_ids_from, replayable_ids
 from selectgraph.runtime._tasks import running_tasks_with
 

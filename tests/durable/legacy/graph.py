@@ -1,6 +1,6 @@
 """The graph whose paused run ``legacy.sqlite`` holds, written by selectgraph before the
 module layout changed (issue 20): its checkpoints name library classes by their old
-module paths (``selectgraph._messages:Message``, ``selectgraph.graph._result:NodeResult``,
+module paths (``selectgraph.core._messages:Message``, ``selectgraph.core._result:NodeResult``,
 ``selectgraph.agents._result:AgentResult``...). ``make_fixture.py`` wrote it; the test
 continues it with the current code. Public API only, so both versions import it.
 """

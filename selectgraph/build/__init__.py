@@ -1,0 +1,1 @@
+"""Build: declaring a graph — AgentGraph, GraphSpec and LangGraph's spellings."""

@@ -1,0 +1,127 @@
+"""LangGraph's spellings: ``invoke``, ``stream``, ``config`` dicts and ``Command(resume=...)``.
+
+A LangGraph user's first lines work unchanged: ``graph.invoke(inputs, config)``
+runs the graph and returns the final state's data (a dict, as LangGraph does; use
+``run()`` for selectgraph's full GraphResult). ``config`` is LangGraph's:
+``{"configurable": {"thread_id": ..., "checkpoint_id": ...}, "recursion_limit": n}``,
+read as selectgraph's ``run_id``, ``checkpoint_id`` and ``max_steps``. The mapping of
+every concept is in docs/coming-from-langgraph.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from selectgraph.core._errors import ResumeError
+from selectgraph.routing._directives import NO_RESUME, Command
+
+if TYPE_CHECKING:
+    from selectgraph.compile._compiled import CompiledGraph
+    from selectgraph.core._result import GraphResult
+
+__all__ = ["from_config", "invoke_run", "state_values"]
+
+_CONFIG_KEYS = frozenset({"configurable", "recursion_limit", "tags", "metadata", "run_name"})
+_CONFIGURABLE_KEYS = frozenset({"thread_id", "checkpoint_id"})
+
+
+def from_config(
+    graph: CompiledGraph, config: Mapping[str, Any] | None, options: dict[str, Any]
+) -> tuple[CompiledGraph, dict[str, Any]]:
+    """The graph and run options a LangGraph ``config`` means.
+
+    ``tags``, ``metadata`` and ``run_name`` (tracing labels in LangGraph) are accepted
+    and ignored; anything else is refused, naming it.
+
+    Raises:
+        TypeError: ``config`` is not a mapping.
+        ValueError: it has a key selectgraph does not read.
+    """
+    if config is None:
+        return graph, options
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a dict (LangGraph's RunnableConfig), got {config!r}")
+    unknown = sorted(set(config) - _CONFIG_KEYS)
+    if unknown:
+        raise ValueError(
+            f"config has {', '.join(map(repr, unknown))}, which selectgraph does not read; it "
+            "reads configurable.thread_id, configurable.checkpoint_id and recursion_limit"
+        )
+    options = dict(options)
+    configurable = config.get("configurable") or {}
+    extra = sorted(set(configurable) - _CONFIGURABLE_KEYS)
+    if extra:
+        raise ValueError(
+            f"config['configurable'] has {', '.join(map(repr, extra))}; selectgraph reads "
+            "thread_id (the run id) and checkpoint_id. Pass other run-time values in the input"
+        )
+    if "thread_id" in configurable:
+        options["run_id"] = str(configurable["thread_id"])
+    if "checkpoint_id" in configurable:
+        options["checkpoint_id"] = str(configurable["checkpoint_id"])
+    limit = config.get("recursion_limit")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"recursion_limit must be an integer >= 1, got {limit!r}")
+        graph = copy.copy(graph)
+        graph.settings = dataclasses.replace(graph.settings, max_steps=limit)
+    return graph, options
+
+
+def invoke_run(
+    graph: CompiledGraph, input: Any, config: Mapping[str, Any] | None, options: dict[str, Any]
+) -> tuple[str, CompiledGraph, Any, dict[str, Any]]:
+    """What ``invoke`` does: ``("run", graph, input, options)`` or ``("resume", ...)``.
+
+    Raises:
+        ResumeError: ``Command(resume=...)`` without a run to resume.
+        TypeError: a Command as input that does not resume.
+    """
+    graph, options = from_config(graph, config, options)
+    if not isinstance(input, Command):
+        return "run", graph, input, options
+    if input.resume is NO_RESUME:
+        raise TypeError(
+            "invoke() takes a Command only to resume: Command(resume=answer); a node or a "
+            "router returns Command(goto=..., update=...)"
+        )
+    store = options.get("checkpoint_store") or graph.checkpointer
+    run_id = options.pop("run_id", None)
+    options.pop("checkpoint_id", None)
+    if store is None or run_id is None:
+        raise ResumeError(
+            "Command(resume=...) continues a saved run: give the graph a checkpointer "
+            "(compile(checkpointer=...)) and the run's thread_id in config['configurable']"
+        )
+    pending = graph.get_state(run_id, checkpoint_store=store).interrupts
+    if not pending:
+        raise ResumeError(f"run {run_id!r} is not waiting for an answer", run_id=run_id)
+    answer = input.resume
+    if len(pending) == 1 and not (
+        isinstance(answer, Mapping) and set(answer) <= {i.id for i in pending} and answer
+    ):
+        answers: Any = {pending[0].id: answer}
+    elif isinstance(answer, Mapping) and set(answer) <= {i.id for i in pending}:
+        answers = dict(answer)
+    else:
+        raise ResumeError(
+            f"run {run_id!r} waits on {len(pending)} questions; resume with a mapping of their "
+            f"ids to answers: {[i.id for i in pending]}",
+            run_id=run_id,
+        )
+    options["checkpoint_store"] = store
+    return "resume", graph, answers, options
+
+
+def state_values(result: GraphResult) -> dict[str, Any]:
+    """What LangGraph's ``invoke`` returns: the final state's data.
+
+    A run waiting for answers also has ``"__interrupt__"``: its pending Interrupts.
+    """
+    values = dict(result.state.data)
+    if result.interrupts:
+        values["__interrupt__"] = list(result.interrupts)
+    return values

@@ -1,0 +1,326 @@
+"""Run control: budgets checked before each model call, and cooperative cancellation.
+
+A run with budgets or a cancellation token publishes a :class:`RunControl` in
+a context variable for as long as it runs. Agents read it before every model
+call (``Agent._complete``), so agents inside subgraphs, parallel branches and
+supervisors are covered without being told: branches run in tasks or threads
+that copy the run's context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from selectgraph.core._usage import Usage
+
+if TYPE_CHECKING:
+    from selectgraph.providers._base import CompletionRequest
+
+__all__ = [
+    "Budget",
+    "BudgetKind",
+    "BudgetStop",
+    "CancellationToken",
+    "RunCancelledByToken",
+    "RunControl",
+    "TOKEN_CANCEL",
+    "cancellable",
+    "current_control",
+]
+
+BudgetKind = Literal["token_budget", "cost_budget", "time_budget"]
+T = TypeVar("T")
+
+
+class CancellationToken:
+    """Stops the runs it is given to: ``token.cancel()`` from any thread or task.
+
+    A run checks the token before each node and before each model call, and
+    ``cancel()`` also cancels the run's task at once, so a model request in
+    flight (its HTTP call) and running parallel branches stop too. The run
+    returns a result with ``stop_reason="cancelled"``; a checkpoint is saved
+    when it has a store. A token stays cancelled: use a new one for a new run.
+    """
+
+    __slots__ = ("_callbacks", "_event", "_lock", "reason")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+        self.reason = ""
+        """What ``cancel()`` was given."""
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._event.is_set()
+
+    def is_set(self) -> bool:
+        """Same as :attr:`cancelled` (an Event's spelling)."""
+        return self._event.is_set()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Cancel every run holding this token; calling it again does nothing."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.reason = reason
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` when cancelled (at once if already); returns an unsubscribe."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+
+                def unsubscribe() -> None:
+                    with self._lock:
+                        if callback in self._callbacks:
+                            self._callbacks.remove(callback)
+
+                return unsubscribe
+        callback()
+        return lambda: None
+
+    def __repr__(self) -> str:
+        return f"CancellationToken(cancelled={self.cancelled})"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A run's limits; ``None`` means no limit."""
+
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+    max_duration: float | None = None
+    """Seconds of wall-clock time."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_total_tokens", "max_cost_usd", "max_duration"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            ):
+                raise ValueError(f"{name} must be a positive number or None, got {value!r}")
+
+    @property
+    def empty(self) -> bool:
+        """Whether no limit is set."""
+        return (
+            self.max_total_tokens is None
+            and self.max_cost_usd is None
+            and self.max_duration is None
+        )
+
+
+class BudgetStop(BaseException):
+    """Raised where a budget refused a call; the outermost run turns it into a clean stop.
+
+    A BaseException so that no node error policy, retry or on_failure edge
+    treats it as the node's failure.
+    """
+
+    def __init__(self, kind: BudgetKind, limit: float, used: float, needed: float) -> None:
+        super().__init__(f"{kind}: limit {limit}, used {used}, the next call needs {needed}")
+        self.kind: BudgetKind = kind
+        self.limit = limit
+        self.used = used
+        self.needed = needed
+
+
+class RunCancelledByToken(BaseException):
+    """Raised at a check point when the run's CancellationToken was cancelled."""
+
+
+class RunControl:
+    """What one run's budgets and token need while it runs (shared by its branches)."""
+
+    __slots__ = ("_lock", "budget", "checked", "started", "token", "usage")
+
+    def __init__(self, budget: Budget, token: CancellationToken | None, usage: Usage) -> None:
+        self.budget = budget
+        self.token = token
+        self.checked = token is not None or not budget.empty
+        """Whether there is anything to check (a budget or a token)."""
+        self.started = perf_counter()
+        self.usage = usage
+        """Model usage so far: what the run had when it started, plus every call since."""
+        self._lock = threading.Lock()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return perf_counter() - self.started
+
+    def check_time(self) -> None:
+        """Raise RunCancelledByToken if cancelled, BudgetStop once the time budget is spent."""
+        token = self.token
+        if token is not None and token.cancelled:
+            raise RunCancelledByToken(token.reason)
+        limit = self.budget.max_duration
+        if limit is not None:
+            elapsed = self.elapsed
+            if elapsed >= limit:
+                raise BudgetStop("time_budget", limit, elapsed, 0.0)
+
+    def refusal(self) -> str | None:
+        """At a step boundary: why the run must stop now, or ``None``.
+
+        ``"cancelled"``, or the budget already spent (``"time_budget"``,
+        ``"token_budget"``, ``"cost_budget"``).
+        """
+        token = self.token
+        if token is not None and token.cancelled:
+            return "cancelled"
+        budget = self.budget
+        if budget.max_duration is not None and self.elapsed >= budget.max_duration:
+            return "time_budget"
+        used = self.usage
+        if budget.max_total_tokens is not None and used.total_tokens >= budget.max_total_tokens:
+            return "token_budget"
+        if budget.max_cost_usd is not None and used.cost_usd >= budget.max_cost_usd:
+            return "cost_budget"
+        return None
+
+    def spent(self, kind: str) -> tuple[float, float]:
+        """The limit and what was used of the budget ``kind``."""
+        budget = self.budget
+        if kind == "time_budget":
+            return budget.max_duration or 0.0, self.elapsed
+        if kind == "cost_budget":
+            return budget.max_cost_usd or 0.0, self.usage.cost_usd
+        return float(budget.max_total_tokens or 0), float(self.usage.total_tokens)
+
+    def before_call(self, request: CompletionRequest) -> None:
+        """Refuse a model call that would take the run past a budget.
+
+        The call is estimated as its prompt (counted with tiktoken where the
+        encoding is available) plus its ``max_tokens``, so a budget is passed by
+        at most the part of one call's reply that its ``max_tokens`` did not bound.
+        """
+        self.check_time()
+        budget = self.budget
+        if budget.max_total_tokens is None and budget.max_cost_usd is None:
+            return
+        reply = request.max_tokens or 0
+        used = self.usage
+        # Counting with tiktoken costs ~100 µs for a page of prompt: far from the
+        # limits, an upper bound on the prompt's tokens settles it without counting.
+        bound = _prompt_bound(request)
+        if self._fits(used, bound, reply, request.model):
+            return
+        prompt = _prompt_tokens(request)
+        if budget.max_total_tokens is not None:
+            needed = prompt + reply
+            if used.total_tokens + needed > budget.max_total_tokens:
+                raise BudgetStop("token_budget", budget.max_total_tokens, used.total_tokens, needed)
+        if budget.max_cost_usd is not None:
+            spent = used.cost_usd
+            cost = _cost(request.model, prompt, reply)
+            if spent + cost > budget.max_cost_usd or spent >= budget.max_cost_usd:
+                raise BudgetStop("cost_budget", budget.max_cost_usd, spent, cost)
+
+    def _fits(self, used: Usage, prompt: int, reply: int, model: str) -> bool:
+        """Whether a call of at most ``prompt + reply`` tokens is within every budget."""
+        budget = self.budget
+        if (
+            budget.max_total_tokens is not None
+            and used.total_tokens + prompt + reply > budget.max_total_tokens
+        ):
+            return False
+        return budget.max_cost_usd is None or (
+            used.cost_usd + _cost(model, prompt, reply) <= budget.max_cost_usd
+            and used.cost_usd < budget.max_cost_usd
+        )
+
+    def add(self, usage: Usage) -> None:
+        """Count a finished call's usage."""
+        with self._lock:
+            self.usage = self.usage + usage
+
+
+def _cost(model: str, prompt: int, reply: int) -> float:
+    from selectgraph.providers._pricing import cost_usd
+
+    return cost_usd(model or "", prompt, reply) or 0.0
+
+
+_FRAMING = 16
+"""More than the tokens any chat format adds around one message."""
+
+
+def _prompt_bound(request: CompletionRequest) -> int:
+    """An upper bound on the prompt's tokens (a token is at least a byte, a character at most 4)."""
+    chars = 0
+    for message in request.messages:
+        chars += len(message.text) + len(message.name or "") + len(message.tool_call_id or "")
+        for call in message.tool_calls:
+            chars += (
+                len(call.id) + len(call.name) + len(call.raw_arguments or _json(call.arguments))
+            )
+        chars += _FRAMING
+    return 4 * chars + _FRAMING
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _prompt_tokens(request: CompletionRequest) -> int:
+    from selectgraph.providers._tokens import count_message_tokens
+
+    return count_message_tokens(list(request.messages), request.model)
+
+
+_current: ContextVar[RunControl | None] = ContextVar("selectgraph_run_control", default=None)
+
+
+def current_control() -> RunControl | None:
+    """The control of the run this code runs in, if it has budgets or a token."""
+    return _current.get()
+
+
+def enter(control: RunControl) -> Any:
+    """Publish ``control`` for the current context; returns what :func:`leave` needs."""
+    return _current.set(control)
+
+
+def leave(token: Any) -> None:
+    """Undo :func:`enter`."""
+    _current.reset(token)
+
+
+TOKEN_CANCEL = "selectgraph: CancellationToken"
+"""The message of the cancellation a token sends, so the run knows it from any other."""
+
+
+async def cancellable(coroutine: Coroutine[Any, Any, T], token: CancellationToken) -> T:
+    """Run ``coroutine`` in a task of its own that ``token.cancel()`` cancels.
+
+    Only that task is ever cancelled, never the caller's: once the run is over,
+    a late cancel finds a finished task and does nothing.
+    """
+    task = asyncio.ensure_future(coroutine)
+    loop = task.get_loop()
+
+    def cancel() -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop: the run is over
+            loop.call_soon_threadsafe(task.cancel, TOKEN_CANCEL)
+
+    unsubscribe = token.on_cancel(cancel)
+    try:
+        return await task
+    finally:
+        unsubscribe()

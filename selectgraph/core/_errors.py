@@ -1,0 +1,404 @@
+"""Errors: every exception selectgraph raises on purpose.
+
+The tree::
+
+    SelectGraphError
+    ├── GraphBuildError              the graph definition is invalid (compile time)
+    │   └── ReducerConfigurationError  a reducer factory got bad parameters
+    ├── GraphRunError                a run stopped; carries the state at failure
+    │   ├── NodeError                a node raised          (category node_exception)
+    │   │   ├── NodeContractError    a node broke its declared reads/writes or return type
+    │   │   └── VisitLimitExceeded   a node hit its max_visits
+    │   ├── EdgeError                an edge function raised (category edge_exception)
+    │   ├── ReducerError             a reducer raised while merging (category reducer_error)
+    │   ├── RoutingError             no valid next node       (category routing_error)
+    │   ├── StateValidationError     state failed its schema  (category state_validation_error)
+    │   ├── MaxStepsExceeded         the step limit was hit with on_max_steps=THROW
+    │   └── LoopDetected             an identical state came back to the same node
+    ├── StateSerializationError      a state value cannot be written as JSON
+    │   └── StateDecodeError         a stored state is malformed
+    │       ├── CheckpointDecodeError  a stored checkpoint is malformed
+    │       └── TypeNotAllowedError  it names a class the serializer does not allow
+    ├── CheckpointNotFound           no checkpoint has this id
+    ├── CheckpointConflict           another writer moved the run's head first
+    ├── ResumeError                  a run cannot be continued as asked (unknown interrupt...)
+    ├── GraphSpecError               a declarative GraphSpec is malformed
+    ├── GuardrailBlocked             a guardrail refused a run's input or output
+    ├── ToolDefinitionError          a function cannot be described as a tool (agents._tools)
+    └── ProviderError                an LLM provider call failed
+        ├── ProviderRetryableError   rate limits, 5xx, timeouts, dropped connections
+        └── ProviderRequestError     bad request, authentication, unknown model
+            └── ScriptExhausted      a scripted test provider ran out of replies (providers._local)
+
+Every run-time error keeps what is needed to recover: ``error.state`` is the
+state at the point of failure (before the failing merge), and ``error.result``
+is a partial :class:`~selectgraph.GraphResult` when the runner got far enough
+to build one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from selectgraph.core._result import GraphResult
+    from selectgraph.core._state import GraphState
+
+__all__ = [
+    "Diagnostic",
+    "EdgeError",
+    "GraphBuildError",
+    "GraphRunError",
+    "GraphSpecError",
+    "GuardrailBlocked",
+    "LoopDetected",
+    "MaxStepsExceeded",
+    "NodeError",
+    "NodeContractError",
+    "ProviderError",
+    "ProviderRequestError",
+    "ProviderRetryableError",
+    "ReducerConfigurationError",
+    "ReducerError",
+    "ResumeError",
+    "RoutingError",
+    "SelectGraphError",
+    "StateDecodeError",
+    "StateSerializationError",
+    "StateValidationError",
+    "TypeNotAllowedError",
+    "VisitLimitExceeded",
+]
+
+Severity = Literal["error", "warning"]
+"""How serious a compile diagnostic is.
+
+- ``"error"``: the graph cannot be compiled.
+- ``"warning"``: the graph compiles, but something is probably not what was meant.
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diagnostic:
+    """One problem found while validating a graph definition."""
+
+    category: str
+    """Stable identifier, e.g. ``"unreachable_node"`` or ``"dangling_edge"``."""
+    message: str
+    """What is wrong, naming the node, edge or field, and how to fix it."""
+    severity: Severity = "error"
+    """Whether the problem stops compilation."""
+    node: str | None = None
+    """The node the problem is about, when there is one."""
+
+    def __str__(self) -> str:
+        return f"[{self.category}] {self.message}"
+
+
+class SelectGraphError(Exception):
+    """Base class of every error selectgraph raises on purpose."""
+
+
+class GraphBuildError(SelectGraphError):
+    """The graph definition is invalid; every problem found is listed."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = diagnostics
+        """Every error-severity problem compile found, in a stable order."""
+        lines = "\n".join(f"  - {d}" for d in diagnostics)
+        noun = "problem" if len(diagnostics) == 1 else "problems"
+        super().__init__(f"graph is invalid ({len(diagnostics)} {noun}):\n{lines}")
+
+    @property
+    def categories(self) -> list[str]:
+        """The category of each diagnostic, in order."""
+        return [d.category for d in self.diagnostics]
+
+
+class ReducerConfigurationError(GraphBuildError):
+    """A reducer factory was given invalid parameters (e.g. ``bounded_append(0)``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__([Diagnostic(category="reducer_configuration_invalid", message=message)])
+
+
+class GraphRunError(SelectGraphError):
+    """A run stopped with an error; the state at failure is kept on the error."""
+
+    category: str = "run_error"
+    """Stable identifier of the failure kind (OpenArmature's runtime categories)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        state: GraphState | None = None,
+        node: str | None = None,
+        step: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.state = state
+        """The state at the point of failure (before any failing merge)."""
+        self.node = node
+        """The node that was running or routing when the run failed."""
+        self.step = step
+        """The 1-based step at which the run failed."""
+        self.result: GraphResult | None = None
+        """The partial result of the run, attached by the runner."""
+
+
+class GuardrailBlocked(SelectGraphError):
+    """A guardrail refused a run's input (nothing ran) or its final output."""
+
+    def __init__(self, reason: str, *, guardrail: str, stage: Literal["input", "output"]) -> None:
+        super().__init__(f"{stage} guardrail {guardrail!r} blocked the text: {reason}")
+        self.reason = reason
+        """Why it was blocked, as the guardrail said."""
+        self.guardrail = guardrail
+        """The name of the guardrail that blocked it."""
+        self.stage = stage
+        """``"input"`` (before the first node) or ``"output"`` (the final content)."""
+        self.result: GraphResult | None = None
+        """For an output block: the run's result, whose content was withheld."""
+
+
+class NodeError(GraphRunError):
+    """A node raised; the node's own exception is the ``__cause__``."""
+
+    category = "node_exception"
+
+
+class NodeContractError(NodeError):
+    """A node read or wrote an undeclared key, skipped a required one, or returned a bad type."""
+
+    category = "node_contract_violation"
+
+
+class VisitLimitExceeded(NodeError):
+    """A node would run more often than its ``max_visits`` allows."""
+
+    category = "visit_limit_exceeded"
+
+
+class EdgeError(GraphRunError):
+    """An edge's router or condition raised; its exception is the ``__cause__``."""
+
+    category = "edge_exception"
+
+
+class ReducerError(GraphRunError):
+    """A reducer raised while merging a node's update into the state."""
+
+    category = "reducer_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str,
+        reducer: str,
+        state: GraphState | None = None,
+        node: str | None = None,
+        step: int | None = None,
+    ) -> None:
+        super().__init__(message, state=state, node=node, step=step)
+        self.field = field
+        """The state field whose merge failed."""
+        self.reducer = reducer
+        """The name of the reducer that raised."""
+
+
+class RoutingError(GraphRunError):
+    """No valid next node: an unknown target, or no edge matched."""
+
+    category = "routing_error"
+
+
+class StateValidationError(GraphRunError):
+    """The state does not satisfy its schema at a graph boundary."""
+
+    category = "state_validation_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        fields: list[str],
+        state: GraphState | None = None,
+        node: str | None = None,
+        step: int | None = None,
+    ) -> None:
+        super().__init__(message, state=state, node=node, step=step)
+        self.fields = fields
+        """The offending field names (dotted paths for nested fields)."""
+
+
+class MaxStepsExceeded(GraphRunError):
+    """The run reached ``max_steps`` and ``on_max_steps`` is ``THROW``."""
+
+    category = "max_steps_exceeded"
+
+
+class LoopDetected(GraphRunError):
+    """The same node was about to run again on an identical state."""
+
+    category = "loop_detected"
+
+
+class StateSerializationError(SelectGraphError):
+    """A value in the state cannot be written as JSON; ``path`` says where it is."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot serialize state at {path}: {reason}")
+        self.path = path
+        """Where the value sits, e.g. ``data.results[2].when``."""
+
+
+class GraphSpecError(SelectGraphError):
+    """A declarative GraphSpec is malformed; the message names the offending entry."""
+
+
+class ProviderError(SelectGraphError):
+    """An LLM provider call failed. Messages never contain API keys."""
+
+    retryable: bool = False
+    """Whether trying the same call again may succeed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        """The provider's name, e.g. ``"openai"``."""
+        self.status_code = status_code
+        """The HTTP status, when the failure came from one."""
+        self.retry_after = retry_after
+        """Seconds the server asked us to wait, when it said."""
+
+
+class ProviderRetryableError(ProviderError):
+    """A transient failure: rate limited, server error, timeout or dropped connection."""
+
+    retryable = True
+
+
+class ProviderRequestError(ProviderError):
+    """A failure that retrying cannot fix: bad request, bad key, unknown model."""
+
+
+def attach_context(error: GraphRunError, **context: Any) -> GraphRunError:
+    """Fill in run context (state, node, step) an error did not already carry."""
+    for name, value in context.items():
+        if getattr(error, name, None) is None:
+            setattr(error, name, value)
+    return error
+
+
+class StateDecodeError(StateSerializationError):
+    """A stored state cannot be loaded (malformed input); ``path`` says where."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.args = (f"cannot load state at {path}: {reason}",)
+
+
+class TypeNotAllowedError(StateDecodeError):
+    """A stored state names a class its serializer does not allow (see docs/security.md)."""
+
+    def __init__(self, path: str, reason: str, *, type_name: str) -> None:
+        super().__init__(path, reason)
+        self.type_name = type_name
+        """The class as the stored state names it, ``module:qualname``."""
+
+
+class MergeConflictError(GraphRunError):
+    """Parallel branches wrote one key without a reducer under ``MergePolicy.ERROR``."""
+
+    category = "merge_conflict"
+
+    def __init__(self, message: str, *, key: str, branches: list[str], **context: Any) -> None:
+        super().__init__(message, **context)
+        self.key = key
+        """The ``data`` key more than one branch wrote."""
+        self.branches = branches
+        """The branches that wrote it, in merge order."""
+
+
+class NodeTimeout(NodeError):
+    """A node ran past its ``timeout``; it goes through the node's error policy like any failure."""
+
+    category = "node_timeout"
+
+
+class BranchError(NodeError):
+    """A branch of a fan-out failed; ``branch`` names it and ``__cause__`` is its error."""
+
+    category = "branch_failed"
+
+    def __init__(self, message: str, *, branch: str, **context: Any) -> None:
+        super().__init__(message, **context)
+        self.branch = branch
+        """The failing branch (a member name, or ``node[i]`` for Scatter)."""
+
+
+class CheckpointNotFound(SelectGraphError, ValueError):
+    """No checkpoint has this id (a ``ValueError`` too, as seed 004's ``load`` documents)."""
+
+    def __init__(self, checkpoint_id: str, *, where: str = "") -> None:
+        place = f" in {where}" if where else ""
+        super().__init__(f"no checkpoint {checkpoint_id!r}{place}")
+        self.checkpoint_id = checkpoint_id
+        """The id that was asked for."""
+
+
+class CheckpointConflict(SelectGraphError):
+    """A checkpoint write was based on a stale version of its run; nothing was written.
+
+    Two writers that resume the same run race on its head version: exactly one
+    wins, the other gets this error and must reload the run before trying again.
+    """
+
+    def __init__(self, run_id: str, *, expected_version: int, actual_version: int) -> None:
+        super().__init__(
+            f"run {run_id!r} is at version {actual_version}, not {expected_version}: another "
+            "writer saved first; reload the run's head before writing again"
+        )
+        self.run_id = run_id
+        """The run both writers wrote to."""
+        self.expected_version = expected_version
+        """The version the losing write was based on."""
+        self.actual_version = actual_version
+        """The run's head version when the write was refused."""
+
+
+class CheckpointDecodeError(StateDecodeError):
+    """A stored checkpoint cannot be read; names the checkpoint, the path inside it and the file."""
+
+    def __init__(self, checkpoint_id: str, path: str, reason: str, *, location: str = "") -> None:
+        super().__init__(path, reason)
+        place = f" ({location})" if location else ""
+        self.args = (f"cannot load checkpoint {checkpoint_id!r}{place} at {path}: {reason}",)
+        self.checkpoint_id = checkpoint_id
+        """The checkpoint whose stored record is malformed."""
+        self.location = location
+        """Where the record is stored: a file, a table row."""
+
+
+class ResumeError(SelectGraphError, ValueError):
+    """A run cannot be continued as asked; nothing was written.
+
+    Raised for an unknown or already-answered interrupt id, a run with no
+    checkpoint, answers missing for a paused run, or a checkpoint whose next
+    node no longer exists in the graph (its structure changed incompatibly).
+    """
+
+    def __init__(self, message: str, *, run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        """The run concerned, when known."""

@@ -1,0 +1,77 @@
+"""The graph engine: build, compile and run graphs of agents and functions."""
+
+from __future__ import annotations
+
+from selectgraph.build._builder import AgentGraph
+from selectgraph.build._spec import GraphSpec
+from selectgraph.compile._compiled import CompiledGraph, GraphSettings
+from selectgraph.core._policies import (
+    ErrorPolicy,
+    LoopAction,
+    MaxStepsAction,
+    Outcome,
+    Quality,
+    RetryPolicy,
+    StopReason,
+)
+from selectgraph.core._result import GraphResult, NodeResult
+from selectgraph.core._state import LAST_OUTPUT, STATE_KEY_LAST_OUTPUT, GraphState
+from selectgraph.nodes._spec import NodeAdapter, NodeContext, NodeSpec
+from selectgraph.routing._directives import Command, Directive, goto, update
+from selectgraph.routing._parallel import FailureMode, MergePolicy, ParallelGroup, Scatter
+from selectgraph.routing._safe_eval import Condition, ConditionSyntaxError, parse_condition
+from selectgraph.state._reducers import (
+    Reducer,
+    append,
+    bounded_append,
+    concat_flatten,
+    dedupe_append,
+    last_write_wins,
+    merge,
+    merge_all,
+    merge_by_key,
+    reducer,
+)
+
+__all__ = [
+    "LAST_OUTPUT",
+    "STATE_KEY_LAST_OUTPUT",
+    "AgentGraph",
+    "Command",
+    "CompiledGraph",
+    "Condition",
+    "ConditionSyntaxError",
+    "Directive",
+    "ErrorPolicy",
+    "FailureMode",
+    "GraphResult",
+    "GraphSettings",
+    "GraphSpec",
+    "GraphState",
+    "LoopAction",
+    "MaxStepsAction",
+    "MergePolicy",
+    "NodeAdapter",
+    "NodeContext",
+    "NodeResult",
+    "NodeSpec",
+    "Outcome",
+    "ParallelGroup",
+    "Quality",
+    "Reducer",
+    "RetryPolicy",
+    "Scatter",
+    "StopReason",
+    "append",
+    "bounded_append",
+    "concat_flatten",
+    "dedupe_append",
+    "goto",
+    "last_write_wins",
+    "merge",
+    "merge_all",
+    "merge_by_key",
+    "parse_condition",
+    "reducer",
+    "update",
+]

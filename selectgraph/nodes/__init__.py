@@ -1,0 +1,1 @@
+"""Nodes: how the engine calls a node — its spec and context, function and generator nodes."""

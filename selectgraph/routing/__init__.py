@@ -1,0 +1,1 @@
+"""Routing: where a run goes after a node — edges, safe conditions, directives, fan-out."""
