@@ -4,8 +4,8 @@ Three variants of loop1000 (an observer counting events, ``astream()`` consumed,
 OpenTelemetry tracing to memory) are timed by the harness in ``__main__`` like the
 other workloads, against their LangGraph equivalents where there is a fair one.
 The budget check is timed here: a one-agent graph run through ``arun()`` with and
-without budgets, interleaved, and ``RunControl.before_call`` on its own, taken
-apart, to show where its time goes.
+without budgets, interleaved, and ``check_call`` (a model call's budget check) on its
+own, taken apart, to show where its time goes.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from benchmarks import workloads as w
 from selectgraph import END, Agent, AgentConfig, AgentGraph
+from selectgraph.agents._call_budget import check_call
 from selectgraph.core._control import Budget, RunControl
 from selectgraph.core._messages import Message
 from selectgraph.core._usage import Usage
@@ -49,7 +50,7 @@ QUESTION = (
     "Which of the three storage layouts in the design notes keeps the checkpoint history "
     "smallest after a thousand steps, and what does it cost when a run resumes? "
 ) * 3
-"""About 470 characters each: the ``before_call`` request's system and user messages."""
+"""About 470 characters each: the ``check_call`` request's system and user messages."""
 
 
 # ------------------------------------------------------------ loop1000 variants
@@ -259,7 +260,7 @@ def realistic_request() -> CompletionRequest:
 
 
 def _parts() -> dict[str, Callable[[], Any]]:
-    """``before_call`` whole and in pieces, each a zero-argument call."""
+    """``check_call`` whole and in pieces, each a zero-argument call."""
     from selectgraph.providers._pricing import cost_usd
     from selectgraph.providers._tokens import count_message_tokens, estimate_message_tokens
 
@@ -268,8 +269,8 @@ def _parts() -> dict[str, Callable[[], Any]]:
     checked = RunControl(Budget(**BUDGETS), None, Usage())
     unchecked = RunControl(Budget(), None, Usage())
     return {
-        "before_call, both budgets": lambda: checked.before_call(request),
-        "before_call, no token/cost budget": lambda: unchecked.before_call(request),
+        "check_call, both budgets": lambda: check_call(checked, request),
+        "check_call, no token/cost budget": lambda: check_call(unchecked, request),
         "  count_message_tokens (tiktoken)": lambda: count_message_tokens(messages, MODEL),
         "  cost_usd (price lookup)": lambda: cost_usd(MODEL, 250, 512),
         "  estimate_message_tokens (bytes/4)": lambda: estimate_message_tokens(messages),
@@ -278,7 +279,7 @@ def _parts() -> dict[str, Callable[[], Any]]:
 
 @dataclass(frozen=True, slots=True)
 class BudgetCost:
-    """What checking budgets adds to an agent call, and what ``before_call`` is made of."""
+    """What checking budgets adds to an agent call, and what ``check_call`` is made of."""
 
     unchecked_us: float
     """Median µs per arun() of the one-agent graph without budgets."""
@@ -287,7 +288,7 @@ class BudgetCost:
     extra_us: float
     """Median of the per-repetition differences checked - unchecked."""
     parts_us: dict[str, float]
-    """Median µs per call of ``before_call`` and the functions it spends its time in."""
+    """Median µs per call of ``check_call`` and the functions it spends its time in."""
     encoding: str | None
     """The tiktoken encoding the check counted with (None: it estimated)."""
 

@@ -15,14 +15,28 @@ from selectgraph.agents import (
     Verdict,
     tool,
 )
+from selectgraph.core._branch import BranchRef
 from selectgraph.core._control import CancellationToken
 from selectgraph.core._errors import (
-    BranchError,
     Diagnostic,
-    EdgeError,
     GraphBuildError,
-    GraphRunError,
     GraphSpecError,
+    ProviderError,
+    ProviderRequestError,
+    ProviderRetryableError,
+    ReducerConfigurationError,
+    ResumeError,
+    SelectGraphError,
+    StateDecodeError,
+    StateSerializationError,
+    TypeNotAllowedError,
+)
+from selectgraph.core._interrupts import Interrupt, InterruptRequest, PauseToken
+from selectgraph.core._messages import Message, Role, ToolCall
+from selectgraph.core._run_errors import (
+    BranchError,
+    EdgeError,
+    GraphRunError,
     GuardrailBlocked,
     LoopDetected,
     MaxStepsExceeded,
@@ -30,22 +44,11 @@ from selectgraph.core._errors import (
     NodeContractError,
     NodeError,
     NodeTimeout,
-    ProviderError,
-    ProviderRequestError,
-    ProviderRetryableError,
-    ReducerConfigurationError,
     ReducerError,
-    ResumeError,
     RoutingError,
-    SelectGraphError,
-    StateDecodeError,
-    StateSerializationError,
     StateValidationError,
-    TypeNotAllowedError,
     VisitLimitExceeded,
 )
-from selectgraph.core._interrupts import Interrupt, InterruptRequest, PauseToken
-from selectgraph.core._messages import Message, Role, ToolCall
 from selectgraph.core._sentinels import END, START
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._usage import Usage
@@ -109,7 +112,6 @@ from selectgraph.persistence import (
     SQLiteNodeCache,
 )
 from selectgraph.routing._directives import Command
-from selectgraph.runtime._branches import BranchRef
 from selectgraph.runtime._durable import Durability
 from selectgraph.runtime._resume import StateSnapshot
 from selectgraph.supervisor import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from selectgraph.build._builder import AgentGraph
 from selectgraph.build._spec import GraphSpec
 from selectgraph.compile._compiled import CompiledGraph, GraphSettings
+from selectgraph.core._node_result import NodeResult
 from selectgraph.core._policies import (
     ErrorPolicy,
     LoopAction,
@@ -14,7 +15,7 @@ from selectgraph.core._policies import (
     RetryPolicy,
     StopReason,
 )
-from selectgraph.core._result import GraphResult, NodeResult
+from selectgraph.core._result import GraphResult
 from selectgraph.core._state import LAST_OUTPUT, STATE_KEY_LAST_OUTPUT, GraphState
 from selectgraph.nodes._spec import NodeAdapter, NodeContext, NodeSpec
 from selectgraph.routing._directives import Command, Directive, goto, update

@@ -6,19 +6,12 @@ from selectgraph.agents._agent import Agent, AgentInput, AgentOutputError
 from selectgraph.agents._config import AgentConfig, ContextMode
 from selectgraph.agents._decide import LLMDecider
 from selectgraph.agents._defaults import default_provider
-from selectgraph.agents._judge import (
-    FunctionJudge,
-    Judge,
-    JudgeDecision,
-    JudgeEscalated,
-    JudgeRequest,
-    LLMJudge,
-    Verdict,
-)
+from selectgraph.agents._judge import FunctionJudge, Judge, JudgeEscalated, JudgeRequest, LLMJudge
 from selectgraph.agents._node import AgentNode
 from selectgraph.agents._prompts import PromptLayers
 from selectgraph.agents._result import AgentChunk, AgentResult
 from selectgraph.agents._tools import Tool, ToolDefinitionError, tool
+from selectgraph.agents._verdict import JudgeDecision, Verdict
 
 __all__ = [
     "Agent",

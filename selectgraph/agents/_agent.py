@@ -15,18 +15,11 @@ from pydantic import ValidationError
 from selectgraph.agents._calls import call_model, tool_finished, tool_started
 from selectgraph.agents._config import AgentConfig
 from selectgraph.agents._defaults import default_provider
-from selectgraph.agents._judge import (
-    Judge,
-    JudgeDecision,
-    JudgeEscalated,
-    JudgeRequest,
-    Verdict,
-    _strip_fences,
-    as_judge,
-)
+from selectgraph.agents._judge import Judge, JudgeEscalated, JudgeRequest, _strip_fences, as_judge
 from selectgraph.agents._prompts import PromptLayers, output_requirements
 from selectgraph.agents._result import AgentChunk, AgentResult
 from selectgraph.agents._tools import Tool
+from selectgraph.agents._verdict import JudgeDecision, Verdict
 from selectgraph.core._errors import SelectGraphError
 from selectgraph.core._messages import Message, Role, ToolCall
 from selectgraph.core._sync import run_sync

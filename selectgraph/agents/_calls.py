@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING
 
+from selectgraph.agents._call_budget import check_call
 from selectgraph.core._control import current_control
 from selectgraph.core._errors import SelectGraphError
 from selectgraph.observe._events import (
@@ -68,7 +69,7 @@ async def call_model(
     """
     control = current_control()
     if control is not None:
-        control.before_call(request)
+        check_call(control, request)
     where = _scope.get()
     if where is None or not where.recorder.live:
         completion = await _call(provider, request, on_delta)

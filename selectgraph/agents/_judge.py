@@ -12,16 +12,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from selectgraph.agents._calls import call_model
+from selectgraph.agents._verdict import JudgeDecision, Verdict
 from selectgraph.core._errors import SelectGraphError
 from selectgraph.core._messages import Message
-from selectgraph.core._serialization import library_type
-from selectgraph.core._usage import Usage
 from selectgraph.providers._base import CompletionRequest, Provider, ResponseFormat
 
 if TYPE_CHECKING:
@@ -30,59 +28,11 @@ if TYPE_CHECKING:
 __all__ = [
     "FunctionJudge",
     "Judge",
-    "JudgeDecision",
     "JudgeEscalated",
     "JudgeRequest",
     "LLMJudge",
-    "Verdict",
     "as_judge",
 ]
-
-
-class JudgeDecision(StrEnum):
-    """What a judge decides about an answer."""
-
-    ACCEPT = "accept"
-    """The answer stands."""
-    RETRY = "retry"
-    """Try again, told the judge's feedback."""
-    ESCALATE = "escalate"
-    """Give up: the agent (node) fails, so on_failure edges apply."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Verdict:
-    """A judge's decision about one answer."""
-
-    decision: JudgeDecision
-    """Accept, retry or escalate."""
-    feedback: str = ""
-    """What to change (for RETRY) or why (for ESCALATE)."""
-    usage: Usage | None = None
-    """Tokens and cost of judging, for judges that call a model."""
-
-    @classmethod
-    def accept(cls, feedback: str = "") -> Verdict:
-        """An ACCEPT verdict."""
-        return cls(decision=JudgeDecision.ACCEPT, feedback=feedback)
-
-    @classmethod
-    def retry(cls, feedback: str) -> Verdict:
-        """A RETRY verdict with the feedback the agent will be given."""
-        return cls(decision=JudgeDecision.RETRY, feedback=feedback)
-
-    @classmethod
-    def escalate(cls, feedback: str) -> Verdict:
-        """An ESCALATE verdict."""
-        return cls(decision=JudgeDecision.ESCALATE, feedback=feedback)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict."""
-        return {
-            "decision": self.decision.value,
-            "feedback": self.feedback,
-            "usage": None if self.usage is None else self.usage.to_dict(),
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,7 +239,3 @@ def as_judge(judge: Any) -> Judge:
     if callable(judge):
         return FunctionJudge(judge)
     raise TypeError(f"a judge needs an evaluate() method or must be a function, got {judge!r}")
-
-
-library_type(JudgeDecision)
-library_type(Verdict)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from selectgraph.agents._calls import CallScope
 from selectgraph.agents._calls import scope as call_scope
-from selectgraph.agents._config import ContextMode
+from selectgraph.agents._config import AgentConfig, ContextMode
 from selectgraph.agents._context import BuiltContext, build_context, well_formed
 from selectgraph.agents._prompts import (
     PromptLayers,
@@ -34,19 +34,50 @@ from selectgraph.core._messages import Message, Role
 from selectgraph.core._policies import Conversation
 from selectgraph.core._serialization import schema_types
 from selectgraph.core._state import CONVERSATION_SUMMARY, LAST_OUTPUT, GraphState
+from selectgraph.nodes._output import read_output
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.observe._events import NodeChunk
-from selectgraph.state._output import NodeOutput, read_output
+from selectgraph.state._output import NodeOutput
 from selectgraph.state._views import StateView, ViewWrites
 
 if TYPE_CHECKING:
-    from selectgraph.agents._agent import Agent
+    from selectgraph.providers._base import Provider
     from selectgraph.runtime._run import Run
 
-__all__ = ["AgentNode"]
+__all__ = ["AgentNode", "NodeAgent"]
 
 InputTransform = Callable[[GraphState], "str | Message | Sequence[Message]"]
 OutputTransform = Callable[[AgentResult, GraphState], Any]
+
+
+class NodeAgent(Protocol):
+    """What an agent node needs of its agent (an :class:`~selectgraph.Agent`)."""
+
+    name: str
+    config: AgentConfig
+    provider: Provider
+
+    @property
+    def model(self) -> str:
+        """The model the agent asks."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """What the agent does."""
+        ...
+
+    async def execute(
+        self,
+        messages: Sequence[Message],
+        *,
+        name: str | None = None,
+        goal: str = "",
+        task: str = "",
+        on_chunk: Callable[[AgentChunk], None] | None = None,
+    ) -> AgentResult:
+        """Answer ``messages``, judging included."""
+        ...
 
 
 class AgentNode:
@@ -63,7 +94,7 @@ class AgentNode:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: NodeAgent,
         name: str,
         *,
         context_mode: ContextMode | str | None = None,

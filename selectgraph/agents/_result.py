@@ -10,7 +10,7 @@ from selectgraph.core._serialization import library_type
 from selectgraph.core._usage import NO_USAGE, Usage
 
 if TYPE_CHECKING:
-    from selectgraph.agents._judge import Verdict
+    from selectgraph.agents._verdict import Verdict
     from selectgraph.providers._base import StructuredMode
 
 __all__ = ["AgentChunk", "AgentResult"]

@@ -25,9 +25,10 @@ from rich.text import Text
 from selectgraph.cli._load import LoadError, Target, load_target
 from selectgraph.cli._stores import StoreURLError, open_store
 from selectgraph.cli._view import RunView
-from selectgraph.core._errors import GraphRunError, ResumeError, SelectGraphError
+from selectgraph.core._errors import ResumeError, SelectGraphError
 from selectgraph.core._interrupts import Interrupt
 from selectgraph.core._result import GraphResult
+from selectgraph.core._run_errors import GraphRunError
 from selectgraph.observe._codec import json_value
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.runtime._resume import run_status

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from selectgraph.compile._langgraph import invoke_run, state_values
 from selectgraph.core._control import Budget, CancellationToken, cancellable
-from selectgraph.core._errors import Diagnostic, GraphRunError, StateValidationError
+from selectgraph.core._errors import Diagnostic
 from selectgraph.core._interrupts import interrupt_run_id
 from selectgraph.core._policies import (
     Conversation,
@@ -31,6 +31,7 @@ from selectgraph.core._policies import (
     RetryPolicy,
 )
 from selectgraph.core._result import GraphResult
+from selectgraph.core._run_errors import GraphRunError, StateValidationError
 from selectgraph.core._sentinels import EndType
 from selectgraph.core._serialization import StateSerializer, default_serializer
 from selectgraph.core._state import GraphState

@@ -1,28 +1,23 @@
 """Run control: budgets checked before each model call, and cooperative cancellation.
 
-A run with budgets or a cancellation token publishes a :class:`RunControl` in
-a context variable for as long as it runs. Agents read it before every model
-call (``Agent._complete``), so agents inside subgraphs, parallel branches and
-supervisors are covered without being told: branches run in tasks or threads
-that copy the run's context.
+A run publishes a :class:`RunControl` in a context variable for as long as it
+runs. Agents check it before every model call (``agents/_call_budget.py``), so
+agents inside subgraphs, parallel branches and supervisors are covered without
+being told: branches run in tasks or threads that copy the run's context.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from selectgraph.core._usage import Usage
-
-if TYPE_CHECKING:
-    from selectgraph.providers._base import CompletionRequest
 
 __all__ = [
     "Budget",
@@ -203,85 +198,10 @@ class RunControl:
             return budget.max_cost_usd or 0.0, self.usage.cost_usd
         return float(budget.max_total_tokens or 0), float(self.usage.total_tokens)
 
-    def before_call(self, request: CompletionRequest) -> None:
-        """Refuse a model call that would take the run past a budget.
-
-        The call is estimated as its prompt (counted with tiktoken where the
-        encoding is available) plus its ``max_tokens``, so a budget is passed by
-        at most the part of one call's reply that its ``max_tokens`` did not bound.
-        """
-        self.check_time()
-        budget = self.budget
-        if budget.max_total_tokens is None and budget.max_cost_usd is None:
-            return
-        reply = request.max_tokens or 0
-        used = self.usage
-        # Counting with tiktoken costs ~100 µs for a page of prompt: far from the
-        # limits, an upper bound on the prompt's tokens settles it without counting.
-        bound = _prompt_bound(request)
-        if self._fits(used, bound, reply, request.model):
-            return
-        prompt = _prompt_tokens(request)
-        if budget.max_total_tokens is not None:
-            needed = prompt + reply
-            if used.total_tokens + needed > budget.max_total_tokens:
-                raise BudgetStop("token_budget", budget.max_total_tokens, used.total_tokens, needed)
-        if budget.max_cost_usd is not None:
-            spent = used.cost_usd
-            cost = _cost(request.model, prompt, reply)
-            if spent + cost > budget.max_cost_usd or spent >= budget.max_cost_usd:
-                raise BudgetStop("cost_budget", budget.max_cost_usd, spent, cost)
-
-    def _fits(self, used: Usage, prompt: int, reply: int, model: str) -> bool:
-        """Whether a call of at most ``prompt + reply`` tokens is within every budget."""
-        budget = self.budget
-        if (
-            budget.max_total_tokens is not None
-            and used.total_tokens + prompt + reply > budget.max_total_tokens
-        ):
-            return False
-        return budget.max_cost_usd is None or (
-            used.cost_usd + _cost(model, prompt, reply) <= budget.max_cost_usd
-            and used.cost_usd < budget.max_cost_usd
-        )
-
     def add(self, usage: Usage) -> None:
         """Count a finished call's usage."""
         with self._lock:
             self.usage = self.usage + usage
-
-
-def _cost(model: str, prompt: int, reply: int) -> float:
-    from selectgraph.providers._pricing import cost_usd
-
-    return cost_usd(model or "", prompt, reply) or 0.0
-
-
-_FRAMING = 16
-"""More than the tokens any chat format adds around one message."""
-
-
-def _prompt_bound(request: CompletionRequest) -> int:
-    """An upper bound on the prompt's tokens (a token is at least a byte, a character at most 4)."""
-    chars = 0
-    for message in request.messages:
-        chars += len(message.text) + len(message.name or "") + len(message.tool_call_id or "")
-        for call in message.tool_calls:
-            chars += (
-                len(call.id) + len(call.name) + len(call.raw_arguments or _json(call.arguments))
-            )
-        chars += _FRAMING
-    return 4 * chars + _FRAMING
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _prompt_tokens(request: CompletionRequest) -> int:
-    from selectgraph.providers._tokens import count_message_tokens
-
-    return count_message_tokens(list(request.messages), request.model)
 
 
 _current: ContextVar[RunControl | None] = ContextVar("selectgraph_run_control", default=None)

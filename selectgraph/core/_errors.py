@@ -33,42 +33,28 @@ The tree::
 Every run-time error keeps what is needed to recover: ``error.state`` is the
 state at the point of failure (before the failing merge), and ``error.result``
 is a partial :class:`~selectgraph.GraphResult` when the runner got far enough
-to build one.
+to build one. Those errors (``GraphRunError`` and its kinds, ``GuardrailBlocked``)
+are defined in ``core/_run_errors.py``, the rest here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from selectgraph.core._result import GraphResult
-    from selectgraph.core._state import GraphState
+from typing import Literal
 
 __all__ = [
     "Diagnostic",
-    "EdgeError",
     "GraphBuildError",
-    "GraphRunError",
     "GraphSpecError",
-    "GuardrailBlocked",
-    "LoopDetected",
-    "MaxStepsExceeded",
-    "NodeError",
-    "NodeContractError",
     "ProviderError",
     "ProviderRequestError",
     "ProviderRetryableError",
     "ReducerConfigurationError",
-    "ReducerError",
     "ResumeError",
-    "RoutingError",
     "SelectGraphError",
     "StateDecodeError",
     "StateSerializationError",
-    "StateValidationError",
     "TypeNotAllowedError",
-    "VisitLimitExceeded",
 ]
 
 Severity = Literal["error", "warning"]
@@ -123,129 +109,6 @@ class ReducerConfigurationError(GraphBuildError):
         super().__init__([Diagnostic(category="reducer_configuration_invalid", message=message)])
 
 
-class GraphRunError(SelectGraphError):
-    """A run stopped with an error; the state at failure is kept on the error."""
-
-    category: str = "run_error"
-    """Stable identifier of the failure kind (OpenArmature's runtime categories)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        state: GraphState | None = None,
-        node: str | None = None,
-        step: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.state = state
-        """The state at the point of failure (before any failing merge)."""
-        self.node = node
-        """The node that was running or routing when the run failed."""
-        self.step = step
-        """The 1-based step at which the run failed."""
-        self.result: GraphResult | None = None
-        """The partial result of the run, attached by the runner."""
-
-
-class GuardrailBlocked(SelectGraphError):
-    """A guardrail refused a run's input (nothing ran) or its final output."""
-
-    def __init__(self, reason: str, *, guardrail: str, stage: Literal["input", "output"]) -> None:
-        super().__init__(f"{stage} guardrail {guardrail!r} blocked the text: {reason}")
-        self.reason = reason
-        """Why it was blocked, as the guardrail said."""
-        self.guardrail = guardrail
-        """The name of the guardrail that blocked it."""
-        self.stage = stage
-        """``"input"`` (before the first node) or ``"output"`` (the final content)."""
-        self.result: GraphResult | None = None
-        """For an output block: the run's result, whose content was withheld."""
-
-
-class NodeError(GraphRunError):
-    """A node raised; the node's own exception is the ``__cause__``."""
-
-    category = "node_exception"
-
-
-class NodeContractError(NodeError):
-    """A node read or wrote an undeclared key, skipped a required one, or returned a bad type."""
-
-    category = "node_contract_violation"
-
-
-class VisitLimitExceeded(NodeError):
-    """A node would run more often than its ``max_visits`` allows."""
-
-    category = "visit_limit_exceeded"
-
-
-class EdgeError(GraphRunError):
-    """An edge's router or condition raised; its exception is the ``__cause__``."""
-
-    category = "edge_exception"
-
-
-class ReducerError(GraphRunError):
-    """A reducer raised while merging a node's update into the state."""
-
-    category = "reducer_error"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        field: str,
-        reducer: str,
-        state: GraphState | None = None,
-        node: str | None = None,
-        step: int | None = None,
-    ) -> None:
-        super().__init__(message, state=state, node=node, step=step)
-        self.field = field
-        """The state field whose merge failed."""
-        self.reducer = reducer
-        """The name of the reducer that raised."""
-
-
-class RoutingError(GraphRunError):
-    """No valid next node: an unknown target, or no edge matched."""
-
-    category = "routing_error"
-
-
-class StateValidationError(GraphRunError):
-    """The state does not satisfy its schema at a graph boundary."""
-
-    category = "state_validation_error"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        fields: list[str],
-        state: GraphState | None = None,
-        node: str | None = None,
-        step: int | None = None,
-    ) -> None:
-        super().__init__(message, state=state, node=node, step=step)
-        self.fields = fields
-        """The offending field names (dotted paths for nested fields)."""
-
-
-class MaxStepsExceeded(GraphRunError):
-    """The run reached ``max_steps`` and ``on_max_steps`` is ``THROW``."""
-
-    category = "max_steps_exceeded"
-
-
-class LoopDetected(GraphRunError):
-    """The same node was about to run again on an identical state."""
-
-    category = "loop_detected"
-
-
 class StateSerializationError(SelectGraphError):
     """A value in the state cannot be written as JSON; ``path`` says where it is."""
 
@@ -292,14 +155,6 @@ class ProviderRequestError(ProviderError):
     """A failure that retrying cannot fix: bad request, bad key, unknown model."""
 
 
-def attach_context(error: GraphRunError, **context: Any) -> GraphRunError:
-    """Fill in run context (state, node, step) an error did not already carry."""
-    for name, value in context.items():
-        if getattr(error, name, None) is None:
-            setattr(error, name, value)
-    return error
-
-
 class StateDecodeError(StateSerializationError):
     """A stored state cannot be loaded (malformed input); ``path`` says where."""
 
@@ -315,36 +170,6 @@ class TypeNotAllowedError(StateDecodeError):
         super().__init__(path, reason)
         self.type_name = type_name
         """The class as the stored state names it, ``module:qualname``."""
-
-
-class MergeConflictError(GraphRunError):
-    """Parallel branches wrote one key without a reducer under ``MergePolicy.ERROR``."""
-
-    category = "merge_conflict"
-
-    def __init__(self, message: str, *, key: str, branches: list[str], **context: Any) -> None:
-        super().__init__(message, **context)
-        self.key = key
-        """The ``data`` key more than one branch wrote."""
-        self.branches = branches
-        """The branches that wrote it, in merge order."""
-
-
-class NodeTimeout(NodeError):
-    """A node ran past its ``timeout``; it goes through the node's error policy like any failure."""
-
-    category = "node_timeout"
-
-
-class BranchError(NodeError):
-    """A branch of a fan-out failed; ``branch`` names it and ``__cause__`` is its error."""
-
-    category = "branch_failed"
-
-    def __init__(self, message: str, *, branch: str, **context: Any) -> None:
-        super().__init__(message, **context)
-        self.branch = branch
-        """The failing branch (a member name, or ``node[i]`` for Scatter)."""
 
 
 class CheckpointNotFound(SelectGraphError, ValueError):

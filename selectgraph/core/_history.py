@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, MutableSequence
 from typing import Any, overload
 
-from selectgraph.core._result import NodeResult
+from selectgraph.core._node_result import NodeResult
 
 __all__ = ["History"]
 

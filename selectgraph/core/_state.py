@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, MutableSequence
-from typing import TYPE_CHECKING, Any, Final, get_args
+from typing import Any, Final, get_args
 
 from selectgraph.core._errors import StateDecodeError
 from selectgraph.core._history import History
 from selectgraph.core._messages import Message
+from selectgraph.core._node_result import NodeResult
 from selectgraph.core._policies import Outcome
 from selectgraph.core._serialization import StateSerializer, brief, default_serializer
 from selectgraph.core._usage import Usage
-
-if TYPE_CHECKING:
-    from selectgraph.core._result import NodeResult
 
 _RESULT_KEYS: Final = frozenset({"node", "step", "visit", "outcome"})
 _OUTCOMES: Final = get_args(Outcome)
@@ -24,8 +22,6 @@ _Decode = Callable[[Any, str], Any]
 
 
 def _encode_history_entry(entry: Any, path: str, encode: _Encode) -> Any:
-    from selectgraph.core._result import NodeResult
-
     if type(entry) is NodeResult:
         return _encode_result(entry, path, encode)
     return encode(entry, path)
@@ -88,8 +84,6 @@ def encode_history_compact(node: str, result: Any, path: str, encode: _Encode) -
     (a checkpoint is written every step, so this is most of what a long run
     stores). Anything else stays a pair.
     """
-    from selectgraph.core._result import NodeResult
-
     if type(result) is not NodeResult or result.node != node:
         return [node, _encode_history_entry(result, path, encode)]
     output = result.output
@@ -140,8 +134,6 @@ def _decode_history_entry(entry: Any, path: str, decode: _Decode) -> tuple[str, 
 
 
 def _decode_result(raw: dict[str, Any], path: str, decode: _Decode) -> NodeResult:
-    from selectgraph.core._result import NodeResult
-
     outcome = raw["outcome"]
     if outcome not in _OUTCOMES:
         raise StateDecodeError(

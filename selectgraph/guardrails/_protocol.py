@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from selectgraph.core._callables import callable_name, is_async_callable
-from selectgraph.core._errors import GuardrailBlocked
+from selectgraph.core._run_errors import GuardrailBlocked
 
 __all__ = [
     "AsyncGuardrail",

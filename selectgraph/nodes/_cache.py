@@ -28,10 +28,11 @@ from selectgraph.core._callables import callable_name, is_generator_callable
 from selectgraph.core._errors import StateDecodeError, StateSerializationError
 from selectgraph.core._sentinels import END
 from selectgraph.core._serialization import StateSerializer, default_serializer
+from selectgraph.nodes._output import read_output
 from selectgraph.nodes._spec import NodeAdapter, NodeContext, NodeSpec
 from selectgraph.observe._events import NodeCacheHit
 from selectgraph.persistence._node_cache import CachePolicy, NodeCache
-from selectgraph.state._output import NodeOutput, read_output
+from selectgraph.state._output import NodeOutput
 from selectgraph.state._views import StateView, ViewWrites
 
 __all__ = ["CachingAdapter", "check_cacheable", "serializer_for"]

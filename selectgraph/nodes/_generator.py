@@ -25,8 +25,8 @@ from selectgraph.core._callables import (
     positional_arity,
     takes_context,
 )
-from selectgraph.core._errors import NodeContractError
 from selectgraph.core._interrupts import Interrupt, InterruptRequest, NodeInterrupt
+from selectgraph.core._run_errors import NodeContractError
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.routing._directives import Directive
 from selectgraph.state._output import NodeOutput

@@ -13,10 +13,10 @@ from selectgraph.core._sentinels import EndType
 from selectgraph.core._usage import Usage
 
 if TYPE_CHECKING:
-    from selectgraph.core._result import NodeResult
+    from selectgraph.core._branch import BranchRef
+    from selectgraph.core._node_result import NodeResult
     from selectgraph.observe._events import GraphEvent
     from selectgraph.routing._parallel import ParallelGroup
-    from selectgraph.runtime._branches import BranchRef
     from selectgraph.state._views import StateView
 
 __all__ = ["NodeAdapter", "NodeContext", "NodeSpec"]

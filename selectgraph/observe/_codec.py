@@ -20,9 +20,9 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from selectgraph.core._branch import BranchRef
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.observe import _events
-from selectgraph.runtime._branches import BranchRef
 
 __all__ = ["EVENT_CLASSES", "event_from_json", "event_to_json", "json_value"]
 

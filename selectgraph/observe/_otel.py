@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
     from opentelemetry.util.types import AttributeValue
 
-    from selectgraph.runtime._branches import BranchRef
+    from selectgraph.core._branch import BranchRef
 
 __all__ = ["OTelObserver"]
 

@@ -27,8 +27,8 @@ from selectgraph.observe._events import (
 )
 
 if TYPE_CHECKING:
+    from selectgraph.core._branch import BranchRef
     from selectgraph.observe._steps import TraceStep
-    from selectgraph.runtime._branches import BranchRef
 
 __all__ = ["EventRecorder", "Listener", "Trace"]
 

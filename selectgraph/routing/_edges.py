@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from selectgraph.core._callables import is_async_callable
-from selectgraph.core._errors import EdgeError, RoutingError
+from selectgraph.core._run_errors import EdgeError, RoutingError
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.core._state import GraphState
 from selectgraph.core._usage import Usage

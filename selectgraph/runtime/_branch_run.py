@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from selectgraph.core._history import History
-from selectgraph.core._result import NodeResult
+from selectgraph.core._node_result import NodeResult
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.core._state import GraphState
 from selectgraph.core._usage import NO_USAGE

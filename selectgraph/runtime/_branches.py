@@ -18,12 +18,12 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from selectgraph.core._branch import BranchRef
 from selectgraph.routing._parallel import FailureMode
 
 __all__ = [
     "CANCELLED",
     "BranchAborted",
-    "BranchRef",
     "BranchTask",
     "drive",
     "run_blocking",
@@ -50,40 +50,6 @@ CANCELLED: Final = _Cancelled()
 
 class BranchAborted(Exception):
     """Raised in a branch that fail_all gave up on, before it starts another node."""
-
-
-@dataclass(frozen=True, slots=True)
-class BranchRef:
-    """Where an event comes from inside fan-outs: the branch and every branch around it."""
-
-    source: str
-    """The node or group that fanned out."""
-    index: int
-    """The branch's position in merge order."""
-    name: str | None = None
-    """The branch's name: the member of a parallel group or list fan-out; ``None`` for Scatter."""
-    parent: BranchRef | None = None
-    """The branch this fan-out itself ran in, for nested fan-outs."""
-
-    @property
-    def label(self) -> str:
-        """``member`` for named branches, ``node[i]`` for Scatter."""
-        return self.name if self.name is not None else f"{self.source}[{self.index}]"
-
-    @property
-    def chain(self) -> tuple[BranchRef, ...]:
-        """Enclosing branches, outermost first, this one last."""
-        refs: list[BranchRef] = []
-        ref: BranchRef | None = self
-        while ref is not None:
-            refs.append(ref)
-            ref = ref.parent
-        return tuple(reversed(refs))
-
-    @property
-    def task_id(self) -> str:
-        """A stable identifier of the branch within its run (same after a restart)."""
-        return "/".join(f"{ref.source}:{ref.index}" for ref in self.chain)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from selectgraph.core._errors import RoutingError
+from selectgraph.core._branch import BranchRef
+from selectgraph.core._run_errors import RoutingError
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.routing._parallel import DEFAULT_FANOUT, FanOutOptions, Scatter
-from selectgraph.runtime._branches import BranchRef, BranchTask
+from selectgraph.runtime._branches import BranchTask
 
 if TYPE_CHECKING:
     from selectgraph.compile._compiled import CompiledGraph

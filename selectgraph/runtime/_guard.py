@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from selectgraph.core._errors import RoutingError
 from selectgraph.core._messages import Message, Role
+from selectgraph.core._run_errors import RoutingError
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 
 __all__ = ["aguard_input", "fast_route_target", "guard_input", "guard_output", "guard_start"]

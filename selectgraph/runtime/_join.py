@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from selectgraph.core._errors import MergeConflictError
+from selectgraph.core._run_errors import MergeConflictError
 from selectgraph.core._state import GraphState
 from selectgraph.routing._parallel import MergeFn, MergePolicy
 from selectgraph.state._merge import Merger

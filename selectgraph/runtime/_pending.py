@@ -12,7 +12,7 @@ from typing import Any
 
 from selectgraph.core._errors import StateDecodeError
 from selectgraph.core._messages import Message
-from selectgraph.core._result import NodeResult
+from selectgraph.core._node_result import NodeResult
 from selectgraph.core._sentinels import END
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import _decode_history_entry, _encode_history_entry

@@ -22,8 +22,8 @@ from tenacity import (
     wait_random,
 )
 
-from selectgraph.core._errors import GraphRunError, NodeTimeout
 from selectgraph.core._policies import RetryPolicy
+from selectgraph.core._run_errors import GraphRunError, NodeTimeout
 
 __all__ = ["clear_retry_frames", "is_retryable", "retry_after_failure"]
 

@@ -21,6 +21,7 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from selectgraph.core._branch import BranchRef
 from selectgraph.core._control import (
     TOKEN_CANCEL,
     Budget,
@@ -31,9 +32,19 @@ from selectgraph.core._control import (
 )
 from selectgraph.core._control import enter as enter_control
 from selectgraph.core._control import leave as leave_control
-from selectgraph.core._errors import (
+from selectgraph.core._errors import CheckpointConflict
+from selectgraph.core._interrupts import Interrupt, NodeInterrupt
+from selectgraph.core._node_result import NodeResult
+from selectgraph.core._policies import (
+    ErrorPolicy,
+    LoopAction,
+    MaxStepsAction,
+    RetryPolicy,
+    StopReason,
+)
+from selectgraph.core._result import GraphResult
+from selectgraph.core._run_errors import (
     BranchError,
-    CheckpointConflict,
     GraphRunError,
     GuardrailBlocked,
     LoopDetected,
@@ -46,18 +57,10 @@ from selectgraph.core._errors import (
     StateValidationError,
     VisitLimitExceeded,
 )
-from selectgraph.core._interrupts import Interrupt, NodeInterrupt
-from selectgraph.core._policies import (
-    ErrorPolicy,
-    LoopAction,
-    MaxStepsAction,
-    RetryPolicy,
-    StopReason,
-)
-from selectgraph.core._result import GraphResult, NodeResult
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.core._usage import NO_USAGE, Usage
+from selectgraph.nodes._output import read_output
 from selectgraph.nodes._spec import NodeContext, NodeSpec
 from selectgraph.observe._events import (
     BudgetExceeded,
@@ -93,7 +96,6 @@ from selectgraph.routing._parallel import Branches, FailureMode
 from selectgraph.runtime._branches import (
     CANCELLED,
     BranchAborted,
-    BranchRef,
     BranchTask,
     run_blocking,
     run_concurrently,
@@ -106,7 +108,7 @@ from selectgraph.runtime._retry import is_retryable, retry_after_failure
 from selectgraph.runtime._tasks import BranchTally, TaskRunner, current_task_runner
 from selectgraph.state._fingerprint import StateFingerprint
 from selectgraph.state._merge import Merger
-from selectgraph.state._output import NodeOutput, read_output
+from selectgraph.state._output import NodeOutput
 from selectgraph.state._views import StateView
 
 if TYPE_CHECKING:

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from selectgraph.core._errors import Diagnostic, GraphRunError, NodeError
+from selectgraph.core._errors import Diagnostic
+from selectgraph.core._run_errors import GraphRunError, NodeError
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.runtime._run import blocking_sleep

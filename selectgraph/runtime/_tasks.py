@@ -25,9 +25,10 @@ from selectgraph.core._sentinels import EndType
 from selectgraph.core._usage import NO_USAGE, Usage
 
 if TYPE_CHECKING:
+    from selectgraph.core._branch import BranchRef
     from selectgraph.nodes._spec import NodeSpec
     from selectgraph.routing._edges import Edge, RouteDecision
-    from selectgraph.runtime._branches import BranchRef, BranchTask
+    from selectgraph.runtime._branches import BranchTask
     from selectgraph.runtime._fanout import FanOutPlan
     from selectgraph.runtime._join import BranchWrites
     from selectgraph.runtime._run import Run

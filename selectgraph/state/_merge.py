@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from selectgraph.core._errors import ReducerError
+from selectgraph.core._run_errors import ReducerError
 from selectgraph.core._state import RESERVED_KEYS, GraphState
 from selectgraph.state._fingerprint import StateFingerprint, fingerprint
 from selectgraph.state._output import NodeOutput

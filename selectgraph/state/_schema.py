@@ -21,7 +21,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 from typing_extensions import is_typeddict
 
-from selectgraph.core._errors import Diagnostic, StateValidationError
+from selectgraph.core._errors import Diagnostic
+from selectgraph.core._run_errors import StateValidationError
 from selectgraph.core._state import RESERVED_KEYS
 from selectgraph.state._reducers import Reducer, as_reducer, last_write_wins, reducers_equal
 

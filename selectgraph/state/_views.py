@@ -14,9 +14,9 @@ from collections.abc import Iterable, Iterator, MutableMapping, MutableSequence,
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn, TypeVar, overload
 
-from selectgraph.core._errors import NodeContractError
 from selectgraph.core._messages import Message
-from selectgraph.core._result import NodeResult
+from selectgraph.core._node_result import NodeResult
+from selectgraph.core._run_errors import NodeContractError
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 
 __all__ = ["AppendOnlyView", "DataView", "StateView", "ViewWrites"]

@@ -18,13 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from selectgraph.build._builder import AgentGraph
-from selectgraph.core._errors import (
-    GraphRunError,
-    ResumeError,
-    SelectGraphError,
-    StateValidationError,
-)
+from selectgraph.core._errors import ResumeError, SelectGraphError
 from selectgraph.core._result import GraphResult
+from selectgraph.core._run_errors import GraphRunError, StateValidationError
 from selectgraph.observe._codec import event_to_json, json_value
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._protocol import CheckpointStore

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selectgraph.core._errors import GraphRunError
+from selectgraph.core._run_errors import GraphRunError
 
 __all__ = ["SupervisorError"]
 

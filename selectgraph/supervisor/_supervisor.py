@@ -18,9 +18,9 @@ from selectgraph.agents._defaults import default_provider
 from selectgraph.build._builder import AgentGraph
 from selectgraph.compile._compiled import NO_RESPONSE, ResumeOptions, RunOptions, StreamOptions
 from selectgraph.core._control import CancellationToken
-from selectgraph.core._errors import GraphRunError
 from selectgraph.core._messages import Message
 from selectgraph.core._result import GraphResult
+from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._state import GraphState
 from selectgraph.observe._events import RunFinished
 from selectgraph.providers._base import Provider

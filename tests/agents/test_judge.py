@@ -7,14 +7,13 @@ import pytest
 from selectgraph.agents._judge import (
     _VERDICT_SCHEMA,
     InvalidReplyError,
-    JudgeDecision,
     JudgeRequest,
     LLMJudge,
-    Verdict,
     _VerdictReply,
     parse_json_reply,
 )
 from selectgraph.agents._result import AgentResult
+from selectgraph.agents._verdict import JudgeDecision, Verdict
 from selectgraph.testing import ScriptedProvider
 
 

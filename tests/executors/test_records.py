@@ -14,7 +14,7 @@ from selectgraph import END, AgentGraph, GraphState, Interrupt, NodeContext, Sca
 from selectgraph.cli._load import LoadError
 from selectgraph.cli._worker import parse_graphs
 from selectgraph.core._control import BudgetStop
-from selectgraph.core._errors import NodeError, NodeTimeout
+from selectgraph.core._run_errors import NodeError, NodeTimeout
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.executors import DBOSExecutor, RunHandle, UnknownGraphError
 from selectgraph.executors.dbos._records import (

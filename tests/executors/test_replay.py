@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from selectgraph import END, AgentGraph, GraphResult, NodeContext, Scatter, append
-from selectgraph.core._errors import BranchError
+from selectgraph.core._run_errors import BranchError
 from selectgraph.executors.dbos import _runner
 from selectgraph.executors.dbos._runner import DBOSTaskRunner, Publisher, PublishingStore
 from selectgraph.persistence._records import checkpoint_ids_from, replayable_ids

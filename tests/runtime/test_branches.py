@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from selectgraph.core._branch import BranchRef
 from selectgraph.routing._parallel import FailureMode
 from selectgraph.runtime._branches import (
     CANCELLED,
-    BranchRef,
     BranchTask,
     run_blocking,
     run_concurrently,

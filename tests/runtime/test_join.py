@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from selectgraph import GraphState, Message, append
-from selectgraph.core._errors import MergeConflictError, ReducerError
+from selectgraph.core._run_errors import MergeConflictError, ReducerError
 from selectgraph.routing._parallel import MergePolicy
 from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches, relative_to
 from selectgraph.state._merge import Merger

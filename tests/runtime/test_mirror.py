@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from selectgraph import GraphState, Message, StateSerializationError
-from selectgraph.core._result import NodeResult
+from selectgraph.core._node_result import NodeResult
 from selectgraph.core._serialization import default_serializer
 from selectgraph.persistence import apply_delta
 from selectgraph.runtime._mirror import StateMirror

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from selectgraph import END, Message, StateDecodeError, Usage
-from selectgraph.core._result import NodeResult
+from selectgraph.core._node_result import NodeResult
 from selectgraph.core._serialization import default_serializer
 from selectgraph.runtime._join import BranchWrites
 from selectgraph.runtime._pending import decode_branch_writes, encode_branch_writes

@@ -18,9 +18,10 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from selectgraph.core._errors import GraphRunError, ResumeError
+from selectgraph.core._errors import ResumeError
 from selectgraph.core._interrupts import Interrupt
 from selectgraph.core._result import GraphResult
+from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState
 from selectgraph.executors.dbos._records import (

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from selectgraph.core._control import BudgetStop
-from selectgraph.core._errors import GraphRunError, NodeError
 from selectgraph.core._interrupts import Interrupt
 from selectgraph.core._result import GraphResult
+from selectgraph.core._run_errors import GraphRunError, NodeError
 from selectgraph.core._sentinels import END
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState

@@ -18,8 +18,8 @@ from typing import Any, Final
 from dbos import DBOS
 
 from selectgraph.compile._compiled import CompiledGraph, GraphInput
-from selectgraph.core._errors import GraphRunError
 from selectgraph.core._result import GraphResult
+from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState
 from selectgraph.executors.dbos._records import (
