@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from selectgraph.build._builder import AgentGraph
 from selectgraph.build._spec import GraphSpec
-from selectgraph.compile._compiled import CompiledGraph, GraphSettings
+from selectgraph.compile._compiled import CompiledGraph
 from selectgraph.core._node_result import NodeResult
 from selectgraph.core._policies import (
     ErrorPolicy,
@@ -21,6 +21,7 @@ from selectgraph.nodes._spec import NodeAdapter, NodeContext, NodeSpec
 from selectgraph.routing._directives import Command, Directive, goto, update
 from selectgraph.routing._parallel import FailureMode, MergePolicy, ParallelGroup, Scatter
 from selectgraph.routing._safe_eval import Condition, ConditionSyntaxError, parse_condition
+from selectgraph.runtime._settings import GraphSettings
 from selectgraph.state._reducers import (
     Reducer,
     append,

@@ -20,7 +20,6 @@ from selectgraph.compile._compiled import (
     NO_RESPONSE,
     CompiledGraph,
     GraphInput,
-    GraphSettings,
     ResumeOptions,
     RunOptions,
     StreamOptions,
@@ -61,6 +60,7 @@ from selectgraph.routing._parallel import (
     check_fanout_options,
 )
 from selectgraph.runtime._resume import StateSnapshot
+from selectgraph.runtime._settings import GraphSettings
 
 __all__ = ["AgentGraph"]
 

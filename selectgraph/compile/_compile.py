@@ -21,6 +21,7 @@ from selectgraph.nodes._function import FunctionAdapter
 from selectgraph.nodes._spec import NodeSpec
 from selectgraph.routing._edges import Edge, NodeRoutes, RouteContext
 from selectgraph.routing._parallel import Branches, ParallelGroup
+from selectgraph.routing._reach import edge_targets, reachable
 from selectgraph.routing._safe_eval import ALIASES, Condition, ConditionSyntaxError, parse_condition
 from selectgraph.runtime._subgraph import (
     GraphAdapter,
@@ -33,7 +34,7 @@ from selectgraph.state._schema import StateSchema, build_schema
 if TYPE_CHECKING:
     from selectgraph.build._builder import AgentGraph, EdgeDecl, NodeDecl, SubgraphDecl
 
-__all__ = ["compile_graph", "possible_targets"]
+__all__ = ["compile_graph"]
 
 
 def _target_name(target: Any) -> str:
@@ -550,17 +551,17 @@ class _Compiler:
     ) -> None:
         successors: dict[str, set[str | EndType]] = {name: set() for name in decls}
         for edge in edges:
-            successors[edge.source].update(_edge_targets(edge, decls))
+            successors[edge.source].update(edge_targets(edge, decls))
         for name, decl in decls.items():
             successors[name].update(decl.destinations or ())
             if decl.group is not None:
                 successors[name].update(m for m in decl.group.members if m in decls)
-        seen = _reach(entry, successors)
+        seen = reachable(entry, successors)
         if self.graph._settings.fast_route_fn is not None:
             # fast_route_fn may start a run at any node that is not a group member.
             for name in decls:
                 if name not in self.group_members:
-                    seen |= _reach(name, successors)
+                    seen |= reachable(name, successors)
         for name in decls:
             if name not in seen:
                 self.error(
@@ -572,7 +573,7 @@ class _Compiler:
         for name in decls:
             if name in self.group_members and not successors[name]:
                 continue  # a member ends where its group does
-            if name in seen and END not in _reach(name, successors):
+            if name in seen and END not in reachable(name, successors):
                 self.warn(
                     "no_path_to_end",
                     f"node {name!r} has no path to END; runs through it only stop at max_steps",
@@ -588,45 +589,6 @@ def _describe_target(target: str | EndType, decls: Mapping[str, NodeDecl]) -> st
 
 def _always(data: Mapping[str, Any]) -> bool:
     return True
-
-
-def _edge_targets(edge: Edge, nodes: Iterable[str]) -> set[str | EndType]:
-    if edge.kind == "llm":
-        assert edge.path_map is not None
-        return {*edge.path_map.values(), *edge.targets()}
-    if edge.kind != "router":
-        return set(edge.targets())
-    if edge.path_map is not None:
-        return set(edge.path_map.values())
-    return {*nodes, END}  # a router without path_map may go anywhere
-
-
-def _reach(start: str, successors: Mapping[str, set[str | EndType]]) -> set[str | EndType]:
-    seen: set[str | EndType] = {start}
-    stack: list[str | EndType] = [start]
-    while stack:
-        current = stack.pop()
-        if current is END:
-            continue
-        for nxt in successors.get(current, ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return seen
-
-
-def possible_targets(graph: CompiledGraph, node: str) -> list[str | EndType]:
-    """Every target ``node`` may route to, in edge order."""
-    targets: list[str | EndType] = []
-    for edge in graph.edges:
-        if edge.source == node:
-            for target in sorted(_edge_targets(edge, graph.nodes), key=str):
-                if target not in targets:
-                    targets.append(target)
-    for target in graph.nodes[node].destinations or ():
-        if target not in targets:
-            targets.append(target)
-    return targets
 
 
 def compile_graph(graph: AgentGraph) -> CompiledGraph:

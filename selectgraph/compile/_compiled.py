@@ -16,22 +16,17 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from selectgraph.compile._langgraph import invoke_run, state_values
-from selectgraph.core._control import Budget, CancellationToken, cancellable
+from selectgraph.core._control import cancellable
 from selectgraph.core._errors import Diagnostic
 from selectgraph.core._interrupts import interrupt_run_id
 from selectgraph.core._policies import (
-    Conversation,
     ErrorPolicy,
-    LoopAction,
-    MaxStepsAction,
-    RetryPolicy,
 )
 from selectgraph.core._result import GraphResult
-from selectgraph.core._run_errors import GraphRunError, StateValidationError
+from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._sentinels import EndType
 from selectgraph.core._serialization import StateSerializer, default_serializer
 from selectgraph.core._state import GraphState
@@ -46,6 +41,7 @@ from selectgraph.observe._recorder import EventRecorder, Listener
 from selectgraph.observe._stream import StreamMode, stream_converter
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.routing._edges import Edge, NodeRoutes
+from selectgraph.routing._reach import possible_targets
 from selectgraph.runtime._durable import Durability
 from selectgraph.runtime._guard import fast_route_target, guard_input, guard_start
 from selectgraph.runtime._resume import (
@@ -57,9 +53,10 @@ from selectgraph.runtime._resume import (
     start_durable_run,
     update_state,
 )
-from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
+from selectgraph.runtime._run import Run, Sleep, blocking_sleep
+from selectgraph.runtime._settings import GraphSettings
+from selectgraph.runtime._start import prepare_state, start_run
 from selectgraph.state._merge import Merger
-from selectgraph.state._reducers import owned
 from selectgraph.state._schema import StateSchema
 
 if TYPE_CHECKING:
@@ -69,7 +66,6 @@ __all__ = [
     "NO_RESPONSE",
     "CompiledGraph",
     "GraphInput",
-    "GraphSettings",
     "ResumeOptions",
     "RunOptions",
     "StreamOptions",
@@ -112,53 +108,6 @@ class StreamOptions(RunOptions, total=False):
     """Keyword options of ``astream()``."""
 
     stream_mode: StreamMode | Sequence[StreamMode]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GraphSettings:
-    """Run-time rules of a graph."""
-
-    max_steps: int | None = 50
-    """Nodes a run may execute; ``None`` is unlimited."""
-    on_max_steps: MaxStepsAction = MaxStepsAction.RETURN_LAST
-    """What happens at the limit."""
-    error_policy: ErrorPolicy = ErrorPolicy.ABORT
-    """Default failure policy of nodes."""
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    """Default retry policy for ErrorPolicy.RETRY."""
-    detect_loops: bool = True
-    """Detect a node about to run on a state it has seen before."""
-    on_loop: LoopAction = LoopAction.RAISE
-    """What happens when a loop is detected."""
-    stall_threshold: int | None = 3
-    """Consecutive unchanged steps that count as a stall; ``None`` disables."""
-    goal: str = ""
-    """What the graph is for; agents and llm_decide edges are told it."""
-    conversation: Conversation = "isolated"
-    """How agent nodes share the conversation: ``"isolated"`` or ``"continuous"``."""
-    compact_at_tokens: int = 8000
-    """In a continuous conversation, older turns are summarised past this many tokens."""
-    max_concurrency: int | None = None
-    """Branches of one fan-out running at once, unless its group or edge says otherwise."""
-    pause_before: frozenset[str] = frozenset()
-    """Nodes a run with a checkpoint store pauses before (seed 000's ``pause_nodes``)."""
-    pause_after: frozenset[str] = frozenset()
-    """Nodes a run with a checkpoint store pauses after."""
-    budget: Budget | None = None
-    """Token, cost and time limits, checked before every model call; ``None``: none."""
-    cancellation_token: CancellationToken | None = None
-    """Cancels every run of the graph when cancelled."""
-    input_guardrails: Any = None
-    """A GuardrailsPipeline run on the input prompt before the first node."""
-    output_guardrails: Any = None
-    """A GuardrailsPipeline run on the final content."""
-    fast_route_fn: Callable[[Any], Any] | None = None
-    """Called with the input state; a node name it returns is the only node run."""
-
-    @property
-    def controlled(self) -> bool:
-        """Whether runs need a RunControl (budgets or a cancellation token)."""
-        return self.budget is not None or self.cancellation_token is not None
 
 
 class CompiledGraph:
@@ -210,7 +159,8 @@ class CompiledGraph:
         """Whether running needs an event loop (some node or edge is async, or has a timeout)."""
         if settings.input_guardrails is not None and settings.input_guardrails.is_async:
             self.is_async = True
-        self._listeners = tuple(as_listener(o) for o in observers)
+        self.listeners = tuple(as_listener(o) for o in observers)
+        """The observers as event listeners (what runs call)."""
         plain = {
             name: spec.adapter
             for name, spec in self.nodes.items()
@@ -249,33 +199,7 @@ class CompiledGraph:
         Raises:
             StateValidationError: the input does not satisfy the state schema.
         """
-        if type(value) is dict:
-            state = GraphState(data=dict(value))
-        elif value is None:
-            state = GraphState()
-        elif isinstance(value, str):
-            state = GraphState.from_prompt(value)
-        elif isinstance(value, GraphState):
-            state = value.snapshot()
-        elif isinstance(value, Mapping):
-            state = GraphState(data=dict(value))
-        else:
-            raise TypeError(
-                f"a run starts from a GraphState, a mapping of data, a prompt string or None; "
-                f"got {type(value).__name__}"
-            )
-        if self.schema.model is not None:
-            try:
-                state.data = self.schema.initial_data(state.data)
-            except StateValidationError as error:
-                error.state = state
-                raise
-        # Reducers may extend their field in place; give them containers nobody else holds.
-        data = state.data
-        for key in self.schema.reducers:
-            if key in data:
-                data[key] = owned(data[key])
-        return state
+        return prepare_state(self, value)
 
     def start_run(
         self,
@@ -288,29 +212,17 @@ class CompiledGraph:
         sleep: Sleep = asyncio.sleep,
         track_writes: bool = False,
     ) -> Run:
-        """A run of this graph, ready to :meth:`~Run.execute`.
-
-        Raises:
-            StateValidationError: the input does not satisfy the state schema.
-        """
-        run_id = run_id or new_run_id()
-        if listeners:
-            listeners = (*self._listeners, *listeners)
-        recorder = EventRecorder(
-            run_id, self.name, namespace, listeners or self._listeners, parent=parent
-        )
-        run = Run(
+        """A run of this graph, ready to :meth:`~Run.execute` (see ``runtime.start_run``)."""
+        return start_run(
             self,
-            self.prepare_state(input),
+            input,
             run_id=run_id,
-            recorder=recorder,
-            sleep=sleep,
             namespace=namespace,
+            listeners=listeners,
+            parent=parent,
+            sleep=sleep,
             track_writes=track_writes,
         )
-        if recorder.branch is not None:
-            run.branch = recorder.branch  # a subgraph run inside a branch fans out under it
-        return run
 
     # ------------------------------------------------------------------ runs
     def arun(
@@ -836,9 +748,7 @@ class CompiledGraph:
 
     def targets_of(self, node: str) -> list[str | EndType]:
         """Every place ``node`` can route to, as far as compile can tell."""
-        from selectgraph.compile._compile import possible_targets
-
-        return possible_targets(self, node)
+        return possible_targets(self.edges, self.nodes, node)
 
     def __repr__(self) -> str:
         return f"CompiledGraph(name={self.name!r}, entry={self.entry!r}, nodes={len(self.nodes)})"

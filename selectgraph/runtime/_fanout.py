@@ -20,10 +20,11 @@ from selectgraph.core._branch import BranchRef
 from selectgraph.core._run_errors import RoutingError
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.routing._parallel import DEFAULT_FANOUT, FanOutOptions, Scatter
+from selectgraph.routing._reach import possible_targets
 from selectgraph.runtime._branches import BranchTask
 
 if TYPE_CHECKING:
-    from selectgraph.compile._compiled import CompiledGraph
+    from selectgraph.runtime._program import GraphProgram
 
 __all__ = ["FanOutOptions", "FanOutPlan", "join_point", "plan_fanout"]
 
@@ -48,7 +49,7 @@ class FanOutPlan:
 
 
 def plan_fanout(
-    graph: CompiledGraph,
+    graph: GraphProgram,
     source: str,
     targets: Sequence[Any],
     options: FanOutOptions,
@@ -95,7 +96,7 @@ def plan_fanout(
     )
 
 
-def join_point(graph: CompiledGraph, starts: Iterable[str]) -> str | EndType:
+def join_point(graph: GraphProgram, starts: Iterable[str]) -> str | EndType:
     """The nearest node every branch starting at ``starts`` passes through, or END."""
     starts = tuple(dict.fromkeys(starts))
     cache = graph.join_points
@@ -108,14 +109,14 @@ def join_point(graph: CompiledGraph, starts: Iterable[str]) -> str | EndType:
     return found
 
 
-def _post_dominators(graph: CompiledGraph) -> Mapping[str | EndType, set[str | EndType]]:
+def _post_dominators(graph: GraphProgram) -> Mapping[str | EndType, set[str | EndType]]:
     """For each node, the nodes on every path from it to END (itself and END included)."""
     cached = graph.post_dominators
     if cached is not None:
         return cached
-    from selectgraph.compile._compile import possible_targets
-
-    successors = {name: set(possible_targets(graph, name)) or {END} for name in graph.nodes}
+    successors = {
+        name: set(possible_targets(graph.edges, graph.nodes, name)) or {END} for name in graph.nodes
+    }
     everything: set[str | EndType] = {*graph.nodes, END}
     pdom: dict[str | EndType, set[str | EndType]] = {name: set(everything) for name in graph.nodes}
     pdom[END] = {END}

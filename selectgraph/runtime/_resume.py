@@ -44,12 +44,13 @@ from selectgraph.runtime._durable import (
 from selectgraph.runtime._guard import guard_start
 from selectgraph.runtime._mirror import StateMirror
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
+from selectgraph.runtime._start import start_run
 from selectgraph.state._output import NodeOutput
 
 if TYPE_CHECKING:
     import datetime as dt
 
-    from selectgraph.compile._compiled import CompiledGraph, GraphInput
+    from selectgraph.runtime._program import GraphProgram
 
 __all__ = [
     "DurableOptions",
@@ -140,7 +141,7 @@ async def _load_state(store: CheckpointStore, checkpoint_id: str, blocking: bool
 # ------------------------------------------------------------------- helpers
 
 
-def _target(graph: CompiledGraph, checkpoint: Checkpoint) -> Any:
+def _target(graph: GraphProgram, checkpoint: Checkpoint) -> Any:
     """Where a run continues from ``checkpoint``: a node name, or (node, ok, goto) to route."""
     if not checkpoint.next:
         raise ResumeError(
@@ -179,7 +180,7 @@ def _decode_interrupts(
     )
 
 
-def _next_nodes(graph: CompiledGraph, checkpoint: Checkpoint) -> tuple[tuple[str, ...], str | None]:
+def _next_nodes(graph: GraphProgram, checkpoint: Checkpoint) -> tuple[tuple[str, ...], str | None]:
     """(nodes that run next as far as known without routing, the node routed from)."""
     if not checkpoint.next:
         return (), None
@@ -200,7 +201,7 @@ def _next_nodes(graph: CompiledGraph, checkpoint: Checkpoint) -> tuple[tuple[str
 
 
 def _snapshot(
-    graph: CompiledGraph,
+    graph: GraphProgram,
     checkpoint: Checkpoint,
     encoded: dict[str, Any],
     serializer: StateSerializer,
@@ -228,7 +229,7 @@ def _snapshot(
 
 
 def _restored_run(
-    graph: CompiledGraph,
+    graph: GraphProgram,
     checkpoint: Checkpoint,
     encoded: dict[str, Any],
     options: DurableOptions,
@@ -242,7 +243,7 @@ def _restored_run(
     serializer = options.serializer
     state = GraphState.from_dict(encoded, serializer=serializer)
     metadata = checkpoint.metadata
-    recorder = EventRecorder(run_id, graph.name, (), (*graph._listeners, *listeners))
+    recorder = EventRecorder(run_id, graph.name, (), (*graph.listeners, *listeners))
     run = Run(graph, state, run_id=run_id, recorder=recorder, sleep=sleep)
     usage = metadata.get("usage")
     history_start = int(metadata.get("history_start", 0))
@@ -301,7 +302,7 @@ _GATED: Final = ("input", "max_steps")
 
 
 def continue_child(
-    child: CompiledGraph,
+    child: GraphProgram,
     paused: Any,
     parent: Run,
     node: str,
@@ -321,7 +322,7 @@ def continue_child(
             parent.run_id,
             child.name,
             (*parent.namespace, node),
-            child._listeners,
+            child.listeners,
             parent=parent.recorder,
         )
         if run.recorder.branch is not None:
@@ -332,7 +333,7 @@ def continue_child(
             parent.run_id,
             child.name,
             (*parent.namespace, node),
-            child._listeners,
+            child.listeners,
             parent=parent.recorder,
         )
         run = Run(
@@ -360,8 +361,8 @@ def continue_child(
 
 
 async def start_durable_run(
-    graph: CompiledGraph,
-    input: GraphInput,
+    graph: GraphProgram,
+    input: Any,
     options: DurableOptions,
     *,
     run_id: str | None,
@@ -413,7 +414,7 @@ async def start_durable_run(
                     run_id=run_id,
                 )
             return await _continue(graph, head, options, listeners, sleep, blocking)
-    run = graph.start_run(input, run_id=run_id, listeners=listeners, sleep=sleep)
+    run = start_run(graph, input, run_id=run_id, listeners=listeners, sleep=sleep)
     if "|" in run.run_id:
         raise ValueError(f"run_id {run.run_id!r} must not contain '|' (interrupt ids use it)")
     mirror = None
@@ -476,7 +477,7 @@ def _refuse_unanswered(checkpoint: Checkpoint, options: DurableOptions) -> None:
 
 
 async def _continue(
-    graph: CompiledGraph,
+    graph: GraphProgram,
     head: Checkpoint,
     options: DurableOptions,
     listeners: Sequence[Listener],
@@ -490,7 +491,7 @@ async def _continue(
 
 
 async def _load_head(
-    graph: CompiledGraph,
+    graph: GraphProgram,
     head: Checkpoint,
     options: DurableOptions,
     listeners: Sequence[Listener],
@@ -512,7 +513,7 @@ async def _load_head(
 
 
 async def resume_run(
-    graph: CompiledGraph,
+    graph: GraphProgram,
     answers: Mapping[str, Any],
     options: DurableOptions | None,
     *,
@@ -581,7 +582,7 @@ def _check_answers(run_id: str, answers: Mapping[str, Any], pending: Mapping[str
         )
 
 
-def _check_askers(graph: CompiledGraph, run_id: str, interrupts: list[Interrupt]) -> None:
+def _check_askers(graph: GraphProgram, run_id: str, interrupts: list[Interrupt]) -> None:
     """Refuse answers for questions that no node of this graph asks any more."""
     from selectgraph.nodes._generator import GeneratorAdapter
 
@@ -643,7 +644,7 @@ async def _resume_live(
     _check_answers(run.run_id, answers, book.pending)
     # The continued run reports like a replayed one: its own events, observers and time.
     run.recorder = EventRecorder(
-        run.run_id, run.graph.name, run.namespace, (*run.graph._listeners, *listeners)
+        run.run_id, run.graph.name, run.namespace, (*run.graph.listeners, *listeners)
     )
     run.restart_clock()
     run.sleep = sleep
@@ -677,7 +678,7 @@ async def _resume_live(
 
 
 async def get_state(
-    graph: CompiledGraph,
+    graph: GraphProgram,
     store: CheckpointStore,
     run_id: str,
     serializer: StateSerializer,
@@ -693,7 +694,7 @@ async def get_state(
 
 
 async def get_history(
-    graph: CompiledGraph,
+    graph: GraphProgram,
     store: CheckpointStore,
     run_id: str,
     serializer: StateSerializer,
@@ -751,7 +752,7 @@ async def get_history(
 
 
 async def update_state(
-    graph: CompiledGraph,
+    graph: GraphProgram,
     run_id: str,
     values: Mapping[str, Any],
     options: DurableOptions,

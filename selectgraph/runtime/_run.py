@@ -112,8 +112,8 @@ from selectgraph.state._output import NodeOutput
 from selectgraph.state._views import StateView
 
 if TYPE_CHECKING:
-    from selectgraph.compile._compiled import CompiledGraph
     from selectgraph.runtime._durable import Durable, InterruptBook
+    from selectgraph.runtime._program import GraphProgram
     from selectgraph.state._views import StateView as _View
 
 __all__ = ["Run", "blocking_sleep", "new_run_id"]
@@ -210,7 +210,7 @@ class Run:
 
     def __init__(
         self,
-        graph: CompiledGraph,
+        graph: GraphProgram,
         state: GraphState,
         *,
         run_id: str,

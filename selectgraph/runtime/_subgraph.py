@@ -25,12 +25,13 @@ from selectgraph.core._run_errors import GraphRunError, NodeError
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.runtime._run import blocking_sleep
+from selectgraph.runtime._start import start_run
 from selectgraph.state._output import NodeOutput
 from selectgraph.state._schema import StateSchema
 from selectgraph.state._views import StateView, ViewWrites
 
 if TYPE_CHECKING:
-    from selectgraph.compile._compiled import CompiledGraph
+    from selectgraph.runtime._program import GraphProgram
     from selectgraph.runtime._run import Run
 
 __all__ = ["GraphAdapter", "Projection", "SubgraphAdapter", "check_projection"]
@@ -61,7 +62,7 @@ def _child_input(live: GraphState, data: Mapping[str, Any]) -> GraphState:
 
 
 async def _run_child(
-    child: CompiledGraph, state: GraphState, context: NodeContext | None, track_writes: bool
+    child: GraphProgram, state: GraphState, context: NodeContext | None, track_writes: bool
 ) -> tuple[Run, GraphState, Any]:
     assert context is not None
     assert context.runtime is not None
@@ -79,7 +80,8 @@ async def _run_child(
         run, target = continue_child(child, paused, parent, context.node, sleep, track_writes)
         pending = run.walk(target)
     else:
-        run = child.start_run(
+        run = start_run(
+            child,
             state,
             run_id=parent.run_id,
             namespace=(*parent.namespace, context.node),
@@ -121,7 +123,7 @@ class GraphAdapter:
     executor_retries = True
     wants_context = True
 
-    def __init__(self, child: CompiledGraph) -> None:
+    def __init__(self, child: GraphProgram) -> None:
         self.child = child
         self.is_async = child.is_async
 
@@ -156,7 +158,7 @@ class SubgraphAdapter:
     wants_context = True
 
     def __init__(
-        self, child: CompiledGraph, projection: Projection, parent_fields: frozenset[str] | None
+        self, child: GraphProgram, projection: Projection, parent_fields: frozenset[str] | None
     ) -> None:
         self.child = child
         self.projection = projection
