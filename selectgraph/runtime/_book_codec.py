@@ -9,7 +9,7 @@ through these functions, so the two forms cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from selectgraph.core._interrupts import Interrupt
 from selectgraph.core._serialization import StateSerializer
@@ -17,7 +17,7 @@ from selectgraph.core._state import GraphState
 from selectgraph.runtime._pending import decode_branch_writes, encode_branch_writes
 
 if TYPE_CHECKING:
-    from selectgraph.runtime._durable import InterruptBook
+    from selectgraph.runtime._book import InterruptBook
 
 __all__ = [
     "decode_children",
@@ -26,19 +26,38 @@ __all__ = [
     "decode_pending_writes",
     "encode_book",
     "encode_child",
+    "PausedChild",
 ]
 
 
-def encode_child(child: Any, serializer: StateSerializer) -> dict[str, Any]:
-    """A paused subgraph run (live, or as restored from a checkpoint) as JSON data."""
-    from selectgraph.runtime._run import Run
+class PausedChild(Protocol):
+    """A subgraph's run paused in this process, as its parent's checkpoint stores it."""
 
-    if isinstance(child, Run):
-        state, steps, visits, next_ = child.state, child.steps, child._visits, child._resume_next
-        written = child.written_keys
-    else:
+    state: GraphState
+    steps: int
+    written_keys: set[str] | None
+
+    @property
+    def visits(self) -> dict[str, int]:
+        """How many times each node ran."""
+        ...
+
+    @property
+    def resume_next(self) -> list[Any]:
+        """Where it continues (a checkpoint's ``next``)."""
+        ...
+
+
+def encode_child(
+    child: PausedChild | Mapping[str, Any], serializer: StateSerializer
+) -> dict[str, Any]:
+    """A paused subgraph run (live, or as restored from a checkpoint) as JSON data."""
+    if isinstance(child, Mapping):
         state, steps, visits, next_ = child["state"], child["steps"], child["visits"], child["next"]
         written = child.get("written")
+    else:
+        state, steps, visits, next_ = child.state, child.steps, child.visits, child.resume_next
+        written = child.written_keys
     record = {
         "state": state.to_dict(serializer=serializer),
         "steps": steps,

@@ -11,48 +11,35 @@ to what it added relative to what its node read, and handed to the join.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from selectgraph.core._history import History
 from selectgraph.core._node_result import NodeResult
 from selectgraph.core._sentinels import END, EndType
-from selectgraph.core._state import GraphState
 from selectgraph.core._usage import NO_USAGE
 from selectgraph.nodes._spec import NodeSpec
 from selectgraph.runtime._branches import BranchTask
 from selectgraph.runtime._join import BranchWrites, relative_to
-from selectgraph.runtime._run import Run
-from selectgraph.state._layered import LayeredData
+from selectgraph.runtime._run_state import RunState
+from selectgraph.runtime._walk import Walker
+from selectgraph.state._layered import LayeredData, light_state
 from selectgraph.state._merge import Merger
 from selectgraph.state._output import NodeOutput
 
 if TYPE_CHECKING:
     from selectgraph.runtime._fanout import FanOutPlan
 
-__all__ = ["BranchRun", "light_state"]
+__all__ = ["BranchRun"]
 
 
-def light_state(parent: GraphState, patch: Mapping[str, Any] | None) -> GraphState:
-    """A branch's state before it writes anything: the parent's containers, ``patch`` on top."""
-    state = GraphState.__new__(GraphState)
-    state.data = LayeredData(parent.data, patch) if patch else parent.data
-    state.messages = parent.messages
-    state.history = parent.history
-    state.metadata = parent.metadata
-    state.errors = parent.errors
-    state.current_node = None
-    return state
-
-
-class BranchRun(Run):
+class BranchRun(Walker):
     """A branch of a fan-out: a walk whose writes are kept for the join, not merged upward."""
 
     detect = False  # loops inside a branch are bounded by max_steps, not fingerprints
 
     def __init__(
         self,
-        parent: Run,
+        parent: RunState,
         task: BranchTask,
         stop_at: str | EndType | None,
         one_node: bool,
@@ -167,6 +154,17 @@ class BranchRun(Run):
         if self.branch is not None:
             record.setdefault("branch", self.branch.label)  # a nested branch names itself
         self.writes.errors.append(record)
+
+    def _new_branch(
+        self,
+        task: BranchTask,
+        join: str | EndType | None,
+        one_node: bool,
+        abort: threading.Event,
+        seed: BranchWrites | None = None,
+    ) -> BranchRun:
+        """A walk for one branch of a fan-out nested in this branch."""
+        return BranchRun(self, task, join, one_node, abort, seed)
 
     def _merge_branches(
         self, plan: FanOutPlan, done: list[BranchWrites]

@@ -1,4 +1,4 @@
-"""Durable runs: when a run writes checkpoints, what they hold, and the interrupts it waits on.
+"""Durable runs: when a run writes checkpoints, and what they hold.
 
 A run with a checkpoint store gets a :class:`Durable`. The step loop calls it
 at a few points and nowhere else, so a run without a store pays nothing:
@@ -21,31 +21,22 @@ resuming one run exactly one wins (the other gets CheckpointConflict).
 from __future__ import annotations
 
 import concurrent.futures
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
-from selectgraph.core._interrupts import Interrupt
 from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._state import GraphState
+from selectgraph.core._usage import Usage
 from selectgraph.observe._events import CheckpointSaved
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._records import Checkpoint, CheckpointChain
 from selectgraph.runtime._mirror import StateMirror
-from selectgraph.state._views import StateView
 
 if TYPE_CHECKING:
-    from selectgraph.runtime._run import Run
+    from selectgraph.core._interrupts import Interrupt
+    from selectgraph.observe._recorder import EventRecorder
+    from selectgraph.runtime._book import InterruptBook
 
-__all__ = [
-    "Durability",
-    "Durable",
-    "InterruptBook",
-    "encode_next",
-    "forget_paused",
-    "keep_paused",
-    "paused_run",
-]
+__all__ = ["DURABILITIES", "Checkpointed", "Durability", "Durable", "encode_next"]
 
 Durability = Literal["sync", "async", "exit"]
 """When a durable run's checkpoints reach the store (``durability=`` of ``run``,
@@ -63,42 +54,38 @@ The checkpoints of a stop are written before ``run`` returns, whatever the mode.
 DURABILITIES: Final = ("sync", "async", "exit")
 
 
-@dataclass(slots=True)
-class InterruptBook:
-    """A run's interrupts: answers given, questions pending, live generators and memoized steps.
+class Checkpointed(Protocol):
+    """What a checkpoint is made of: the run as :class:`Durable` reads it."""
 
-    Shared by a run, its branches and its subgraph runs, so a generator node
-    anywhere in the run finds its answers by interrupt id.
-    """
+    run_id: str
+    steps: int
+    state: GraphState
+    usage: Usage
+    written_keys: set[str] | None
+    """Data keys written since the last checkpoint (None: not tracked, write it whole)."""
+    book: InterruptBook | None
+    recorder: EventRecorder
 
-    answers: dict[str, Any] = field(default_factory=dict)
-    """Interrupt id -> the answer (decoded)."""
-    pending: dict[str, Interrupt] = field(default_factory=dict)
-    """Interrupts raised and not yet answered, by id."""
-    live: dict[str, tuple[Any, StateView, Interrupt]] = field(default_factory=dict)
-    """Task id -> its suspended generator, view and question (this process only)."""
-    memo: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Task id -> results of its ``context.once()`` steps."""
-    children: dict[str, Any] = field(default_factory=dict)
-    """Parent task id -> the paused run of a subgraph node (a Run in the pausing process,
-    else its saved state, counters and next): the resumed node continues it."""
-    branches_done: dict[str, Any] = field(default_factory=dict)
-    """``"<step>:<branch task id>"`` -> BranchWrites of branches that finished while a
-    sibling waited for an answer: the resumed fan-out uses them instead of re-running."""
+    @property
+    def degraded(self) -> bool:
+        """Whether a failure was absorbed on the way."""
+        ...
 
-    def holds_anything(self) -> bool:
-        """Whether a checkpoint must carry part of this book."""
-        return bool(
-            self.answers or self.pending or self.memo or self.branches_done or self.children
-        )
+    @property
+    def history_start(self) -> int:
+        """Entries of the state's history that predate this run."""
+        ...
 
-    def clear_task(self, task: str) -> None:
-        """Forget a task that completed: its answers are consumed, its memo spent."""
-        self.memo.pop(task, None)
-        self.live.pop(task, None)
-        prefix = f"|{task}|"
-        for key in [k for k in self.answers if prefix in k]:
-            del self.answers[key]
+    @property
+    def driven_without_loop(self) -> bool:
+        """Whether the run is driven without an event loop (stores' blocking calls, then)."""
+        ...
+
+    def interrupt_records(
+        self, serializer: StateSerializer, pending: tuple[Interrupt, ...]
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, list[Any]]]:
+        """The run's interrupts, their metadata and pending writes, as a checkpoint holds them."""
+        ...
 
 
 def encode_next(kind: str, node: str, *, ok: bool = True, goto: Any = None) -> list[Any]:
@@ -153,7 +140,7 @@ class Durable:
         return self.chain.head
 
     # ----------------------------------------------------------- writing
-    async def after_node(self, run: Run, node: str, ok: bool, goto: Any) -> bool:
+    async def after_node(self, run: Checkpointed, node: str, ok: bool, goto: Any) -> bool:
         """Checkpoint after ``node``; returns whether the run should pause here."""
         self.completed = (run.steps, node, ok, goto)
         pausing = node in self.pause_after or (self.pause is not None and self.pause.is_set())
@@ -165,7 +152,7 @@ class Durable:
 
     async def write(
         self,
-        run: Run,
+        run: Checkpointed,
         trigger: str,
         next: list[Any],
         *,
@@ -203,7 +190,7 @@ class Durable:
 
     def make(
         self,
-        run: Run,
+        run: Checkpointed,
         trigger: str,
         next: list[Any],
         *,
@@ -228,7 +215,7 @@ class Durable:
         book = run.book
         if interrupts is None and book is not None and book.holds_anything():
             # Questions, answers and finished branches in flight survive any stop.
-            interrupts, held, writes = run._interrupt_records(
+            interrupts, held, writes = run.interrupt_records(
                 self.serializer, tuple(book.pending.values())
             )
             extra = {**held, **(extra or {})}
@@ -305,7 +292,7 @@ class Durable:
         if done:
             del queued[:done]
 
-    async def flush(self, run: Run) -> None:
+    async def flush(self, run: Checkpointed) -> None:
         """Wait until every queued write is stored (re-raising the first that failed)."""
         if not self._queued:
             return
@@ -324,36 +311,3 @@ class Durable:
         if self._writer is not None:
             self._writer.shutdown(wait=True)
             self._writer = None
-
-
-# ------------------------------------------------------- paused runs in memory
-
-_MAX_PAUSED: Final = 1024
-"""Paused runs kept in memory for an exact-yield resume; older ones fall back to replay."""
-_paused: OrderedDict[str, Run] = OrderedDict()
-_paused_lock = threading.Lock()
-
-
-def keep_paused(run: Run, interrupt_ids: list[str]) -> None:
-    """Remember a paused run by each of its interrupt ids (this process only)."""
-    with _paused_lock:
-        for interrupt_id in interrupt_ids:
-            _paused[interrupt_id] = run
-            _paused.move_to_end(interrupt_id)
-        while len(_paused) > _MAX_PAUSED:
-            _, old = _paused.popitem(last=False)
-            if old not in _paused.values():
-                old.drop_live()
-
-
-def paused_run(interrupt_id: str) -> Run | None:
-    """The paused run waiting on ``interrupt_id`` in this process, if still kept."""
-    with _paused_lock:
-        return _paused.get(interrupt_id)
-
-
-def forget_paused(run: Run) -> None:
-    """Drop every entry of ``run`` (it resumed, or its live state went stale)."""
-    with _paused_lock:
-        for key in [k for k, v in _paused.items() if v is run]:
-            del _paused[key]

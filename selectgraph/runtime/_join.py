@@ -113,89 +113,18 @@ def join_branches(
         ReducerError: a reducer rejected a branch's update (state unchanged).
         StateValidationError: a branch wrote a key the schema does not declare.
     """
-    reducers = schema.reducers
+    gathered = _gather(branches, schema.reducers)
+    outputs = _join_outputs(gathered, schema.reducers, policy, state.data, node)
     data = state.data
-    # Reducer updates merge key by key in branch order; plain writes are settled by the policy.
-    reduced: dict[str, list[tuple[str, Any]]] = {}
-    plain: dict[str, list[tuple[str, Any]]] = {}
-    messages: list[Any] = []
-    history: list[Any] = []
-    metadata: dict[str, Any] = {}
-    metadata_deleted: set[str] = set()
-    for branch in branches:
-        final: dict[str, Any] = {}
-        for source, output in branch.outputs:
-            writes = output.writes
-            if writes is not None:
-                # Whole values set through the view first; a returned update wins
-                # over them, as in a merge outside branches.
-                for key in writes.deletions:
-                    final[key] = _DELETED
-                final.update(writes.assignments)
-                messages.extend(writes.messages)
-                history.extend(writes.history)
-                metadata.update(writes.metadata)
-                metadata_deleted.update(writes.metadata_deletions)
-            update = output.update
-            if reducers and not reducers.keys().isdisjoint(update):
-                for key, value in update.items():
-                    if key in reducers:
-                        reduced.setdefault(key, []).append((source, value))
-                    else:
-                        final[key] = value
-            else:
-                final.update(update)
-        for key, value in final.items():
-            plain.setdefault(key, []).append((branch.label, value))
-
-    assignments: dict[str, Any] = {}
-    deletions: set[str] = set()
-    for key, written in plain.items():
-        value = _settle(key, written, policy, data.get(key, MISSING))
-        if value is _DELETED:
-            deletions.add(key)
-        else:
-            assignments[key] = value
-
-    # Fields whose reducer only extends a list take all branches' updates in one merge.
-    batched: dict[str, Any] = {}
-    one_by_one: list[tuple[str, str, Any]] = []
-    for key, updates in reduced.items():
-        if reducers[key].concatenates and all(type(value) is list for _, value in updates):
-            batched[key] = (
-                updates[0][1] if len(updates) == 1 else [x for _, value in updates for x in value]
-            )
-        else:
-            one_by_one.extend((source, key, value) for source, value in updates)
-    has_plain = bool(
-        assignments or deletions or messages or history or metadata or metadata_deleted
-    )
-    merges = bool(batched) + len(one_by_one) + has_plain
     # Each merge is all-or-nothing; across several, what an earlier one changed is kept
     # aside so that a failure leaves the state as it was.
-    saved = {key: _copy(data.get(key, MISSING)) for key in reduced} if merges > 1 else {}
+    reduced = gathered.reduced
+    saved = {key: _copy(data.get(key, MISSING)) for key in reduced} if len(outputs) > 1 else {}
     merged: list[tuple[str, NodeOutput]] = []
     try:
-        if batched:
-            batch_output = NodeOutput(batched)
-            merger.merge(state, batch_output, node, step)
-            merged.append((node, batch_output))
-        for source, key, value in one_by_one:
-            single = NodeOutput({key: value})
-            merger.merge(state, single, source, step)
-            merged.append((source, single))
-        if has_plain:
-            writes = ViewWrites(
-                assignments=assignments,
-                deletions=deletions,
-                messages=messages,
-                history=history,
-                metadata=metadata,
-                metadata_deletions=metadata_deleted,
-            )
-            plain_output = NodeOutput(writes=writes)
-            merger.merge(state, plain_output, node, step)
-            merged.append((node, plain_output))
+        for source, output in outputs:
+            merger.merge(state, output, source, step)
+            merged.append((source, output))
     except Exception:
         # Reducer updates merged before the failure were committed; put those fields back.
         for key, value in saved.items():
@@ -210,6 +139,86 @@ def join_branches(
         if branch.errors:
             state.errors.extend(branch.errors)
     return merged
+
+
+@dataclass(slots=True)
+class _Gathered:
+    """The branches' writes sorted for the join, each list in merge order."""
+
+    reduced: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
+    """Key -> (node, update) for keys with a reducer: merged key by key."""
+    plain: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
+    """Key -> (branch, value) for keys without: settled by the merge policy."""
+    writes: ViewWrites = field(default_factory=ViewWrites)
+    """Messages, history and metadata the branches added (``assignments`` unused)."""
+
+
+def _gather(branches: Sequence[BranchWrites], reducers: Mapping[str, Any]) -> _Gathered:
+    """Sort every branch's outputs into reducer updates, plain writes and the rest."""
+    gathered = _Gathered()
+    rest = gathered.writes
+    for branch in branches:
+        final: dict[str, Any] = {}
+        for source, output in branch.outputs:
+            writes = output.writes
+            if writes is not None:
+                # Whole values set through the view first; a returned update wins
+                # over them, as in a merge outside branches.
+                for key in writes.deletions:
+                    final[key] = _DELETED
+                final.update(writes.assignments)
+                rest.messages.extend(writes.messages)
+                rest.history.extend(writes.history)
+                rest.metadata.update(writes.metadata)
+                rest.metadata_deletions.update(writes.metadata_deletions)
+            update = output.update
+            if reducers and not reducers.keys().isdisjoint(update):
+                for key, value in update.items():
+                    if key in reducers:
+                        gathered.reduced.setdefault(key, []).append((source, value))
+                    else:
+                        final[key] = value
+            else:
+                final.update(update)
+        for key, value in final.items():
+            gathered.plain.setdefault(key, []).append((branch.label, value))
+    return gathered
+
+
+def _join_outputs(
+    gathered: _Gathered,
+    reducers: Mapping[str, Any],
+    policy: MergePolicy,
+    data: Mapping[str, Any],
+    node: str,
+) -> list[tuple[str, NodeOutput]]:
+    """The merges a join makes, in order: batched list updates, one by one, then plain writes.
+
+    Raises:
+        MergeConflictError: under MergePolicy.ERROR, two branches wrote one key.
+    """
+    rest = gathered.writes
+    for key, written in gathered.plain.items():
+        value = _settle(key, written, policy, data.get(key, MISSING))
+        if value is _DELETED:
+            rest.deletions.add(key)
+        else:
+            rest.assignments[key] = value
+    # Fields whose reducer only extends a list take all branches' updates in one merge.
+    batched: dict[str, Any] = {}
+    outputs: list[tuple[str, NodeOutput]] = []
+    for key, updates in gathered.reduced.items():
+        if reducers[key].concatenates and all(type(value) is list for _, value in updates):
+            batched[key] = (
+                updates[0][1] if len(updates) == 1 else [x for _, value in updates for x in value]
+            )
+        else:
+            outputs.extend((source, NodeOutput({key: value})) for source, value in updates)
+    if batched:
+        outputs.insert(0, (node, NodeOutput(batched)))
+    if not rest.is_empty():
+        outputs.append((node, NodeOutput(writes=rest)))
+    return outputs
 
 
 def _copy(value: Any) -> Any:

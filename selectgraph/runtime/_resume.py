@@ -26,21 +26,14 @@ from selectgraph.persistence._records import (
     apply_delta_in_place,
     copy_encoded,
 )
+from selectgraph.runtime._book import InterruptBook, forget_paused, paused_run
 from selectgraph.runtime._book_codec import (
     decode_children,
     decode_interrupt_records,
     decode_memo,
     decode_pending_writes,
 )
-from selectgraph.runtime._durable import (
-    DURABILITIES,
-    Durability,
-    Durable,
-    InterruptBook,
-    encode_next,
-    forget_paused,
-    paused_run,
-)
+from selectgraph.runtime._durable import DURABILITIES, Durability, Durable, encode_next
 from selectgraph.runtime._guard import guard_start
 from selectgraph.runtime._mirror import StateMirror
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
@@ -531,9 +524,8 @@ async def resume_run(
         )
     (run_id,) = run_ids
     blocking = sleep is blocking_sleep
-    live = paused_run(next(iter(answers)))
-    if live is not None and live.graph is not graph:
-        live = None
+    kept = paused_run(next(iter(answers)))
+    live = kept if isinstance(kept, Run) and kept.graph is graph else None
     if live is not None and options is not None:
         durable = live.durable
         if durable is None or durable.store is not options.store:
@@ -624,7 +616,7 @@ async def _record_answers(run: Run, answers: Mapping[str, Any], next_: list[Any]
     try:
         # Encoding is inside: an answer that is not JSON data changes nothing either.
         pending = tuple(book.pending.values())
-        records, extra, writes = run._interrupt_records(durable.serializer, pending)
+        records, extra, writes = run.interrupt_records(durable.serializer, pending)
         await durable.write(
             run, "answer", next_, interrupts=records, extra=extra, pending_writes=writes
         )

@@ -24,6 +24,7 @@ from selectgraph.core._errors import Diagnostic
 from selectgraph.core._run_errors import GraphRunError, NodeError
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.nodes._spec import NodeContext
+from selectgraph.runtime._resume import continue_child
 from selectgraph.runtime._run import blocking_sleep
 from selectgraph.runtime._start import start_run
 from selectgraph.state._output import NodeOutput
@@ -75,8 +76,6 @@ async def _run_child(
         key = parent.task_id(context.node, context.branch)
         paused = parent._ensure_book().children.pop(key, None)
     if paused is not None:
-        from selectgraph.runtime._resume import continue_child
-
         run, target = continue_child(child, paused, parent, context.node, sleep, track_writes)
         pending = run.walk(target)
     else:

@@ -28,13 +28,13 @@ if TYPE_CHECKING:
     from selectgraph.core._branch import BranchRef
     from selectgraph.nodes._spec import NodeSpec
     from selectgraph.routing._edges import Edge, RouteDecision
+    from selectgraph.runtime._book import InterruptBook
     from selectgraph.runtime._branches import BranchTask
     from selectgraph.runtime._fanout import FanOutPlan
     from selectgraph.runtime._join import BranchWrites
-    from selectgraph.runtime._run import Run
     from selectgraph.state._output import NodeOutput
 
-__all__ = ["BranchTally", "TaskRunner", "current_task_runner", "running_tasks_with"]
+__all__ = ["BranchTally", "TaskHost", "TaskRunner", "current_task_runner", "running_tasks_with"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -59,12 +59,25 @@ class BranchTally:
     """The branch it stands for."""
 
 
+class TaskHost(Protocol):
+    """What a task runner may read and set of the run whose tasks it runs."""
+
+    book: InterruptBook | None
+    """The run's interrupt book, when it has one."""
+    _attempts: int
+    """Attempts the node being finished took (a replayed node's recorded count)."""
+
+    def _ensure_book(self) -> InterruptBook:
+        """The run's interrupt book, made if it has none."""
+        ...
+
+
 class TaskRunner(Protocol):
     """Runs a run's tasks on behalf of the step loop."""
 
     async def node(
         self,
-        run: Run,
+        run: TaskHost,
         spec: NodeSpec,
         visit: int,
         call: Callable[[], Awaitable[NodeOutput]],
@@ -76,7 +89,7 @@ class TaskRunner(Protocol):
         """
         ...
 
-    def fan_out(self, run: Run, plan: FanOutPlan) -> None:
+    def fan_out(self, run: TaskHost, plan: FanOutPlan) -> None:
         """A fan-out is about to start ``plan``'s branches (in the loop, before any runs).
 
         The place to fix anything per branch that must not depend on when each
@@ -86,7 +99,7 @@ class TaskRunner(Protocol):
 
     async def branch(
         self,
-        run: Run,
+        run: TaskHost,
         task: BranchTask,
         body: Callable[[], Awaitable[BranchWrites]],
         walks: list[Any],
@@ -100,7 +113,7 @@ class TaskRunner(Protocol):
         ...
 
     async def decision(
-        self, run: Run, edge: Edge, pending: Awaitable[RouteDecision]
+        self, run: TaskHost, edge: Edge, pending: Awaitable[RouteDecision]
     ) -> RouteDecision:
         """An llm_decide edge's decision; ``pending`` is its decider's call, not yet awaited."""
         ...

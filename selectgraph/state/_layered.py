@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, Final
 
+from selectgraph.core._state import GraphState
 from selectgraph.state._reducers import owned
 
 __all__ = ["LayeredData"]
@@ -90,3 +91,15 @@ class LayeredData(MutableMapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"LayeredData(top={self.top!r}, deleted={sorted(self.deleted)!r})"
+
+
+def light_state(parent: GraphState, patch: Mapping[str, Any] | None) -> GraphState:
+    """A branch's state before it writes anything: the parent's containers, ``patch`` on top."""
+    state = GraphState.__new__(GraphState)
+    state.data = LayeredData(parent.data, patch) if patch else parent.data
+    state.messages = parent.messages
+    state.history = parent.history
+    state.metadata = parent.metadata
+    state.errors = parent.errors
+    state.current_node = None
+    return state

@@ -17,7 +17,7 @@ from selectgraph import (
     InterruptRequest,
     SQLiteCheckpointStore,
 )
-from selectgraph.runtime import _durable
+from selectgraph.runtime import _book
 from tests.durable import _restart
 from tests.durable._support import pending, triggers
 
@@ -110,9 +110,9 @@ def test_replay_in_the_same_process_once_the_live_run_is_forgotten(tmp_path: Pat
     graph = _restart.build(log)
     with SQLiteCheckpointStore(tmp_path / "x.db") as store:
         first = graph.run({}, checkpoint_store=store, run_id="fg")
-        paused = _durable.paused_run(pending(first))
+        paused = _book.paused_run(pending(first))
         assert paused is not None
-        _durable.forget_paused(paused)
+        _book.forget_paused(paused)
         paused.drop_live()
         second = graph.resume(pending(first), "yes", checkpoint_store=store)
         assert second.interrupt_id == "fg|2:review|1"
@@ -152,13 +152,13 @@ def test_a_paused_run_pushed_out_of_memory_resumes_by_replay(tmp_path: Path) -> 
     graph = _restart.build(log)
     with SQLiteCheckpointStore(tmp_path / "x.db") as store:
         first = graph.run({}, checkpoint_store=store, run_id="old")
-        others = _durable._MAX_PAUSED + 5
+        others = _book._MAX_PAUSED + 5
         plain = AgentGraph("many")
         plain.add_node("ask", _ask_once, next_node=END)
         memory = InMemoryCheckpointStore()
         for index in range(others):
             plain.run({}, checkpoint_store=memory, run_id=f"r{index}")
-        assert _durable.paused_run(pending(first)) is None
+        assert _book.paused_run(pending(first)) is None
         second = graph.resume(pending(first), "yes", checkpoint_store=store)
     assert second.interrupt_id == "old|2:review|1"
     assert _restart.counts(log)["review_pre"] == 2  # replayed, not continued in memory
