@@ -8,13 +8,14 @@ directory and ``sys.path``, as the other commands import their GRAPH.
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from selectgraph.build._builder import AgentGraph
 from selectgraph.cli._load import LoadError, load_target
+
+if TYPE_CHECKING:
+    from selectgraph.executors.dbos import DBOSExecutor
 
 __all__ = ["parse_graphs", "serve_worker"]
 
@@ -44,14 +45,7 @@ def parse_graphs(value: str, allow: Sequence[str] = ()) -> dict[str, AgentGraph]
     return graphs
 
 
-def serve_worker(executor: Any, on_ready: Callable[[], None] | None = None) -> None:
+def serve_worker(executor: DBOSExecutor, on_ready: Callable[[], None] | None = None) -> None:
     """Serve ``executor`` until SIGINT or SIGTERM, then stop cleanly."""
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await executor.aserve(stop=stop, on_ready=on_ready)
-
-    asyncio.run(main())
+    # The executor's own blocking serve() handles the signals: the CLI only names it.
+    executor.serve(on_ready=on_ready)

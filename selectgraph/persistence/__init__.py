@@ -7,6 +7,9 @@ pickle) before saving, and decodes it after loading. The node cache stores
 """
 
 from selectgraph.core._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
+from selectgraph.persistence._chain import SNAPSHOT_EVERY, CheckpointChain, make_checkpoint
+from selectgraph.persistence._checkpoint import Checkpoint, CheckpointKind, new_checkpoint_id
+from selectgraph.persistence._delta import apply_delta, diff_state, materialize
 from selectgraph.persistence._file import FileCheckpointStore
 from selectgraph.persistence._memory import InMemoryCheckpointStore
 from selectgraph.persistence._node_cache import (
@@ -17,17 +20,6 @@ from selectgraph.persistence._node_cache import (
 )
 from selectgraph.persistence._postgres import PostgresCheckpointStore
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.persistence._records import (
-    SNAPSHOT_EVERY,
-    Checkpoint,
-    CheckpointChain,
-    CheckpointKind,
-    apply_delta,
-    diff_state,
-    make_checkpoint,
-    materialize,
-    new_checkpoint_id,
-)
 from selectgraph.persistence._sqlite import SQLiteCheckpointStore
 
 __all__ = [

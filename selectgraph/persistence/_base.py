@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Final, Self, TypeVar
 
 from selectgraph.core._errors import CheckpointDecodeError, CheckpointNotFound
-from selectgraph.persistence._records import Checkpoint, diff_state, materialize
+from selectgraph.persistence._checkpoint import Checkpoint
+from selectgraph.persistence._delta import diff_state, materialize
 
 __all__ = ["BlockingStore", "Portal", "check_list_args", "check_save", "rebased_child", "window"]
 

@@ -29,12 +29,8 @@ from typing import Any, Final
 
 from selectgraph.core._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
 from selectgraph.persistence._base import BlockingStore, rebased_child, window
-from selectgraph.persistence._records import (
-    Checkpoint,
-    decode_record,
-    encode_record,
-    encode_writes,
-)
+from selectgraph.persistence._checkpoint import Checkpoint
+from selectgraph.persistence._codec import decode_record, encode_record, encode_writes
 
 __all__ = ["FileCheckpointStore"]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
 from selectgraph.persistence._base import BlockingStore, rebased_child, window
-from selectgraph.persistence._records import (
-    Checkpoint,
+from selectgraph.persistence._checkpoint import Checkpoint
+from selectgraph.persistence._codec import (
     decode_record,
     decode_writes,
     encode_record,

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
 from selectgraph.persistence._base import Portal, check_list_args, check_save, rebased_child
-from selectgraph.persistence._records import (
-    Checkpoint,
+from selectgraph.persistence._checkpoint import Checkpoint
+from selectgraph.persistence._codec import (
     build_checkpoint,
     decode_body,
     decode_writes,
     encode_body,
     encode_writes,
-    materialize,
 )
+from selectgraph.persistence._delta import materialize
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

@@ -6,7 +6,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any, Protocol, Self, runtime_checkable
 
-from selectgraph.persistence._records import Checkpoint
+from selectgraph.persistence._checkpoint import Checkpoint
 
 __all__ = ["CheckpointStore"]
 

@@ -26,14 +26,13 @@ from typing import Any, Final
 
 from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
 from selectgraph.persistence._base import BlockingStore, rebased_child
-from selectgraph.persistence._records import (
-    Checkpoint,
+from selectgraph.persistence._checkpoint import Checkpoint, id_time
+from selectgraph.persistence._codec import (
     build_checkpoint,
     decode_body,
     decode_writes,
     encode_body,
     encode_writes,
-    id_time,
 )
 
 __all__ = ["SQLiteCheckpointStore"]

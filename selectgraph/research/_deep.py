@@ -15,6 +15,7 @@ synthesizer numbers every section's sources into one list.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field, create_model
@@ -26,6 +27,7 @@ from selectgraph.core._policies import ErrorPolicy
 from selectgraph.core._sentinels import END
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.nodes._spec import NodeContext
+from selectgraph.research._budget import ResearchBudget
 from selectgraph.research._iterative import LoopSettings, build_iterative_graph, research_agent
 from selectgraph.research._prompts import plan_prompt, synthesis_prompt
 from selectgraph.research._report import render_report
@@ -85,6 +87,38 @@ def build_deep_graph(
     if max_sections < 1:
         raise ValueError(f"max_sections must be >= 1, got {max_sections}")
     loop = build_iterative_graph(settings, name="section_research")
+    graph = AgentGraph(
+        name,
+        state_schema=DeepState,
+        description="deep research: outline, parallel section research, synthesis",
+    )
+    _add_plan(graph, settings, max_sections)
+    # A section that fails anyway (a timeout, a bug) is skipped: the others are kept,
+    # and the report names it, so even a run where every section failed has a report.
+    graph.add_subgraph(
+        "research",
+        loop,
+        input_map={
+            "section_question": "question",
+            "section_title": "section",
+            "section_index": "section_index",
+            "section_tokens": "token_budget",
+            "time_reserve": "time_reserve",
+            "question": "background",
+        },
+        output_map={"sections_out": "sections"},
+        next_node="synthesize",
+        description="one section's iterative research loop",
+        error_policy=ErrorPolicy.SKIP,
+        timeout=section_timeout,
+    )
+    _add_synthesis(graph, settings)
+    graph.set_entry("plan")
+    return graph
+
+
+def _add_plan(graph: AgentGraph, settings: LoopSettings, max_sections: int) -> None:
+    """Add ``plan`` (the outline), its fallback ``fallback_plan``, and the fan-out to sections."""
     budget = settings.budget
 
     def plan_input(state: GraphState) -> str:
@@ -97,6 +131,32 @@ def build_deep_graph(
             "plan": plan,
             "section_tokens": budget.share(len(plan.sections), result.usage.total_tokens),
         }
+
+    def fallback_plan(state: GraphState, context: NodeContext) -> dict[str, Any]:
+        """The planner failed: one section, the question itself."""
+        question = str(state.data.get("question", ""))
+        section = SectionPlan(title=question, key_question=question)
+        return {
+            "plan": ReportPlan(title=question, sections=[section]),
+            "section_tokens": budget.share(1, context.run_usage.total_tokens),
+        }
+
+    graph.add_node(
+        "plan",
+        research_agent(settings, "plan", _plan_model(max_sections)),
+        input_transform=plan_input,
+        output_transform=plan_output,
+    )
+    # A planner that fails to outline still gets a report: one section, the question.
+    graph.add_edge("plan", "fallback_plan", on="failure")
+    graph.add_node("fallback_plan", fallback_plan)
+    fan_out = _fan_out_router(budget)
+    for source in ("plan", "fallback_plan"):
+        graph.add_conditional_edge(source, fan_out, failure_mode="continue_others")
+
+
+def _fan_out_router(budget: ResearchBudget) -> Callable[[GraphState], list[Scatter]]:
+    """The router after the outline: one ``research`` branch per section, with its share."""
 
     def fan_out(state: GraphState) -> list[Scatter]:
         plan = plan_of(state)
@@ -123,6 +183,12 @@ def build_deep_graph(
             for index, section in enumerate(plan.sections)
         ]
 
+    return fan_out
+
+
+def _add_synthesis(graph: AgentGraph, settings: LoopSettings) -> None:
+    """Add ``synthesize`` (the report's frame) and ``assemble`` (the report)."""
+
     def synthesize_input(state: GraphState) -> str:
         plan = plan_of(state)
         title = plan.title if plan else ""
@@ -130,15 +196,6 @@ def build_deep_graph(
 
     def synthesize_output(result: AgentResult, state: GraphState) -> dict[str, Any]:
         return {"synthesis": Synthesis.model_validate(result.output.model_dump())}
-
-    def fallback_plan(state: GraphState, context: NodeContext) -> dict[str, Any]:
-        """The planner failed: one section, the question itself."""
-        question = str(state.data.get("question", ""))
-        section = SectionPlan(title=question, key_question=question)
-        return {
-            "plan": ReportPlan(title=question, sections=[section]),
-            "section_tokens": budget.share(1, context.run_usage.total_tokens),
-        }
 
     def assemble(state: GraphState) -> dict[str, Any]:
         """The report from the sections and the synthesis (or without one, if it failed)."""
@@ -161,41 +218,6 @@ def build_deep_graph(
             LAST_OUTPUT: rendered.markdown,
         }
 
-    graph = AgentGraph(
-        name,
-        state_schema=DeepState,
-        description="deep research: outline, parallel section research, synthesis",
-    )
-    graph.add_node(
-        "plan",
-        research_agent(settings, "plan", _plan_model(max_sections)),
-        input_transform=plan_input,
-        output_transform=plan_output,
-    )
-    # A planner that fails to outline still gets a report: one section, the question.
-    graph.add_edge("plan", "fallback_plan", on="failure")
-    graph.add_node("fallback_plan", fallback_plan)
-    for source in ("plan", "fallback_plan"):
-        graph.add_conditional_edge(source, fan_out, failure_mode="continue_others")
-    # A section that fails anyway (a timeout, a bug) is skipped: the others are kept,
-    # and the report names it, so even a run where every section failed has a report.
-    graph.add_subgraph(
-        "research",
-        loop,
-        input_map={
-            "section_question": "question",
-            "section_title": "section",
-            "section_index": "section_index",
-            "section_tokens": "token_budget",
-            "time_reserve": "time_reserve",
-            "question": "background",
-        },
-        output_map={"sections_out": "sections"},
-        next_node="synthesize",
-        description="one section's iterative research loop",
-        error_policy=ErrorPolicy.SKIP,
-        timeout=section_timeout,
-    )
     graph.add_node(
         "synthesize",
         research_agent(settings, "synthesize", Synthesis),
@@ -205,8 +227,6 @@ def build_deep_graph(
     )
     graph.add_edge("synthesize", "assemble", on="failure")  # a report without its frame
     graph.add_node("assemble", assemble, next_node=END)
-    graph.set_entry("plan")
-    return graph
 
 
 def _title(section: SectionPlan, index: int) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,10 +132,6 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
     """
     tools = _check_tools(settings.tools)
     budget = settings.budget
-    selection = tool_selection_model(list(tools))
-    about = {tool_name: tool.description for tool_name, tool in tools.items()}
-    limit = settings.max_evidence
-
     graph = AgentGraph(
         name,
         state_schema=IterativeState,
@@ -143,6 +139,21 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
         max_steps=6 * (budget.max_iterations + 2),
         description="iterative research: think, find gaps, search, write",
     )
+    # A model that fails to think or to answer in the schema costs the loop that
+    # step, not the report: thinking is skipped, a failed gap analysis leaves the
+    # gaps as they were, a failed tool selection searches the gaps as written, and
+    # a failed writer leaves a section of evidence with the error.
+    _add_think_and_gap(graph, settings)
+    graph.add_node("decide", _decide_node(budget), destinations=["select", "write"])
+    _add_select_and_search(graph, settings, tools)
+    _add_write_and_report(graph, settings)
+    graph.set_entry("think")
+    return graph
+
+
+def _add_think_and_gap(graph: AgentGraph, settings: LoopSettings) -> None:
+    """Add ``think`` (notes on what is known) and ``gap`` (what is still missing)."""
+    limit = settings.max_evidence
 
     def think_input(state: GraphState) -> str:
         question, section, background = _topic(state)
@@ -169,6 +180,27 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
         gaps = [gap.strip() for gap in answer.outstanding_gaps if gap.strip()][:3]
         # Nothing left to look for is complete too: a contradiction models make.
         return {"gaps": gaps, "complete": answer.research_complete or not gaps}
+
+    graph.add_node(
+        "think",
+        research_agent(settings, "think"),
+        input_transform=think_input,
+        output_transform=think_output,
+        next_node="gap",
+        error_policy=ErrorPolicy.SKIP,
+    )
+    graph.add_node(
+        "gap",
+        research_agent(settings, "gap", KnowledgeGap),
+        input_transform=gap_input,
+        output_transform=gap_output,
+        next_node="decide",
+    )
+    graph.add_edge("gap", "decide", on="failure")
+
+
+def _decide_node(budget: ResearchBudget) -> Callable[[GraphState, NodeContext], Directive]:
+    """The ``decide`` node: write when the research is complete or a budget says so, else search."""
 
     def decide(state: GraphState, context: NodeContext) -> Directive:
         iteration = int(state.data.get("iteration", 0))
@@ -209,6 +241,16 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
             return goto("write", {**update, "stop_reason": reason})
         return goto("select", {**update, "iteration": iteration + 1})
 
+    return decide
+
+
+def _add_select_and_search(
+    graph: AgentGraph, settings: LoopSettings, tools: Mapping[str, SearchTool]
+) -> None:
+    """Add ``select`` (the searches to make), its fallback ``default_tasks``, and ``search``."""
+    selection = tool_selection_model(list(tools))
+    about = {tool_name: tool.description for tool_name, tool in tools.items()}
+
     def select_input(state: GraphState) -> str:
         question, section, background = _topic(state)
         return select_prompt(
@@ -230,12 +272,29 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
         gaps = list(state.data.get("gaps") or []) or [str(state.data.get("question", ""))]
         return {"tasks": [ToolTask(gap=gap, tool=first, query=gap) for gap in gaps[:3]]}
 
+    graph.add_node(
+        "select",
+        research_agent(settings, "select", selection),
+        input_transform=select_input,
+        output_transform=select_output,
+        next_node="search",
+    )
+    graph.add_edge("select", "default_tasks", on="failure")
+    graph.add_node("default_tasks", default_tasks, next_node="search")
+    graph.add_node("search", _search_node(tools, settings.results_per_search), next_node="think")
+
+
+def _search_node(
+    tools: Mapping[str, SearchTool], results_per_search: int
+) -> Callable[[GraphState, NodeContext], Awaitable[dict[str, Any]]]:
+    """The ``search`` node: run the selected searches at once, keep the findings and evidence."""
+
     async def search(state: GraphState, context: NodeContext) -> dict[str, Any]:
         iteration = int(state.data.get("iteration", 0))
         question = str(state.data.get("question", ""))
         tasks = as_models(state.data.get("tasks"), ToolTask)
         outcomes = await asyncio.gather(
-            *(_run_task(tools, task, question, settings.results_per_search) for task in tasks)
+            *(_run_task(tools, task, question, results_per_search) for task in tasks)
         )
         findings: list[Finding] = []
         evidence: list[Evidence] = []
@@ -276,6 +335,13 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
         )
         return {"findings": findings, "evidence": evidence}
 
+    return search
+
+
+def _add_write_and_report(graph: AgentGraph, settings: LoopSettings) -> None:
+    """Add ``write`` (the section's draft) and ``report`` (the section, rendered)."""
+    limit = settings.max_evidence
+
     def write_input(state: GraphState) -> str:
         question, section, background = _topic(state)
         return write_prompt(question, section, background, shown_evidence(state, limit))
@@ -312,37 +378,6 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
             LAST_OUTPUT: rendered.markdown,
         }
 
-    # A model that fails to think or to answer in the schema costs the loop that
-    # step, not the report: thinking is skipped, a failed gap analysis leaves the
-    # gaps as they were, a failed tool selection searches the gaps as written, and
-    # a failed writer leaves a section of evidence with the error.
-    graph.add_node(
-        "think",
-        research_agent(settings, "think"),
-        input_transform=think_input,
-        output_transform=think_output,
-        next_node="gap",
-        error_policy=ErrorPolicy.SKIP,
-    )
-    graph.add_node(
-        "gap",
-        research_agent(settings, "gap", KnowledgeGap),
-        input_transform=gap_input,
-        output_transform=gap_output,
-        next_node="decide",
-    )
-    graph.add_edge("gap", "decide", on="failure")
-    graph.add_node("decide", decide, destinations=["select", "write"])
-    graph.add_node(
-        "select",
-        research_agent(settings, "select", selection),
-        input_transform=select_input,
-        output_transform=select_output,
-        next_node="search",
-    )
-    graph.add_edge("select", "default_tasks", on="failure")
-    graph.add_node("default_tasks", default_tasks, next_node="search")
-    graph.add_node("search", search, next_node="think")
     graph.add_node(
         "write",
         research_agent(settings, "write"),
@@ -352,8 +387,6 @@ def build_iterative_graph(settings: LoopSettings, *, name: str = "research") -> 
     )
     graph.add_edge("write", "report", on="failure")
     graph.add_node("report", report, next_node=END)
-    graph.set_entry("think")
-    return graph
 
 
 async def _run_task(

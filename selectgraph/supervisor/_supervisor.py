@@ -51,6 +51,36 @@ TaskInput = str | Mapping[str, Any] | GraphState | None
 a ``"task"``, a GraphState, or None to continue a checkpointed run."""
 
 
+def _checked_strategy(
+    strategy: SupervisorStrategy | str,
+    *,
+    max_rounds: int,
+    max_stalls: int,
+    model_split: ModelSplit | None,
+) -> SupervisorStrategy:
+    """The strategy ``strategy`` names, once the supervisor's other settings are checked too.
+
+    Raises:
+        ValueError: an unknown strategy, or ``max_rounds`` / ``max_stalls`` below 1.
+        TypeError: ``model_split`` is not a ModelSplit.
+    """
+    try:
+        chosen = SupervisorStrategy(strategy)
+    except ValueError:
+        choices = ", ".join(s.name for s in SupervisorStrategy)
+        raise ValueError(
+            f"SupervisorAgent: unknown strategy {strategy!r}; choose one of {choices}"
+        ) from None
+    for what, value in (("max_rounds", max_rounds), ("max_stalls", max_stalls)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"SupervisorAgent: {what} must be an integer >= 1, got {value!r}")
+    if model_split is not None and not isinstance(model_split, ModelSplit):
+        raise TypeError(
+            f"SupervisorAgent: model_split must be a ModelSplit, got {type(model_split).__name__}"
+        )
+    return chosen
+
+
 class SupervisorAgent:
     """A supervisor and its team, run with one of four strategies.
 
@@ -119,21 +149,9 @@ class SupervisorAgent:
                 or ``max_rounds`` / ``max_stalls`` below 1.
             TypeError: a member is neither an Agent nor a function.
         """
-        try:
-            self.strategy = SupervisorStrategy(strategy)
-        except ValueError:
-            choices = ", ".join(s.name for s in SupervisorStrategy)
-            raise ValueError(
-                f"SupervisorAgent: unknown strategy {strategy!r}; choose one of {choices}"
-            ) from None
-        for what, value in (("max_rounds", max_rounds), ("max_stalls", max_stalls)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"SupervisorAgent: {what} must be an integer >= 1, got {value!r}")
-        if model_split is not None and not isinstance(model_split, ModelSplit):
-            raise TypeError(
-                "SupervisorAgent: model_split must be a ModelSplit, got "
-                f"{type(model_split).__name__}"
-            )
+        self.strategy = _checked_strategy(
+            strategy, max_rounds=max_rounds, max_stalls=max_stalls, model_split=model_split
+        )
         self.model_split = model_split or ModelSplit()
         self.max_rounds = max_rounds
         self.max_stalls = max_stalls

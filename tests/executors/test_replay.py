@@ -24,7 +24,7 @@ from selectgraph import END, AgentGraph, GraphResult, NodeContext, Scatter, appe
 from selectgraph.core._run_errors import BranchError
 from selectgraph.executors.dbos import _runner
 from selectgraph.executors.dbos._runner import DBOSTaskRunner, Publisher, PublishingStore
-from selectgraph.persistence._records import checkpoint_ids_from, replayable_ids
+from selectgraph.persistence._checkpoint import checkpoint_ids_from, replayable_ids
 from selectgraph.runtime._tasks import running_tasks_with
 from tests.executors import graphs
 from tests.executors.graphs import record, work

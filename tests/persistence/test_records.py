@@ -21,13 +21,13 @@ from selectgraph.persistence import (
     materialize,
     new_checkpoint_id,
 )
-from selectgraph.persistence._records import (
+from selectgraph.persistence._checkpoint import id_time
+from selectgraph.persistence._codec import (
     decode_body,
     decode_record,
     decode_writes,
     encode_body,
     encode_record,
-    id_time,
 )
 
 json_leaf = (

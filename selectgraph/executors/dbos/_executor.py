@@ -34,6 +34,8 @@ from selectgraph.executors.dbos._database import (
 )
 from selectgraph.executors.dbos._handle import RunHandle
 from selectgraph.executors.dbos._serializer import JsonSerializer, refuse_pickle
+from selectgraph.executors.dbos._worker import serve as serve_in_loop
+from selectgraph.executors.dbos._worker import serve_until_signalled
 from selectgraph.executors.dbos._workflow import (
     ANSWERS,
     INTERRUPTS,
@@ -384,9 +386,7 @@ class DBOSExecutor:
 
         ``on_ready()`` is called once the worker takes runs from the queue.
         """
-        from selectgraph.cli._worker import serve_worker
-
-        serve_worker(self, on_ready)
+        serve_until_signalled(self, on_ready)
 
     async def aserve(
         self, *, stop: asyncio.Event | None = None, on_ready: Callable[[], None] | None = None
@@ -395,9 +395,7 @@ class DBOSExecutor:
 
         Runs execute on this loop. One worker per process.
         """
-        from selectgraph.executors.dbos._worker import serve
-
-        await serve(self, stop or asyncio.Event(), on_ready)
+        await serve_in_loop(self, stop or asyncio.Event(), on_ready)
 
     @property
     def single_node(self) -> bool:

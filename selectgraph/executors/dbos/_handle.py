@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from selectgraph.core._errors import ResumeError
 from selectgraph.core._interrupts import Interrupt
@@ -24,6 +24,7 @@ from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState
+from selectgraph.executors.dbos._protocols import HandleExecutor
 from selectgraph.executors.dbos._records import (
     checkpoint_from_record,
     decode_events,
@@ -35,9 +36,6 @@ from selectgraph.executors.dbos._workflow import FAILURE, INTERRUPTS, STATE_ATTR
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._memory import InMemoryCheckpointStore
 from selectgraph.runtime._resume import StateSnapshot
-
-if TYPE_CHECKING:
-    from selectgraph.executors.dbos._executor import DBOSExecutor
 
 __all__ = ["RunCancelledError", "RunFailedError", "RunHandle", "RunStatus"]
 
@@ -96,7 +94,7 @@ class RunCancelledError(Exception):
 class RunHandle:
     """A run on the DBOS executor; get one from ``executor.start()`` or ``executor.handle()``."""
 
-    def __init__(self, executor: DBOSExecutor, run_id: str, graph_name: str) -> None:
+    def __init__(self, executor: HandleExecutor, run_id: str, graph_name: str) -> None:
         self.executor = executor
         """The executor the handle reads through."""
         self.run_id = run_id

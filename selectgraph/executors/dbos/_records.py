@@ -30,7 +30,8 @@ from selectgraph.core._state import GraphState
 from selectgraph.core._usage import NO_USAGE, Usage
 from selectgraph.observe._codec import event_from_json
 from selectgraph.observe._events import GraphEvent
-from selectgraph.persistence._records import Checkpoint, decode_record
+from selectgraph.persistence._checkpoint import Checkpoint
+from selectgraph.persistence._codec import decode_record
 from selectgraph.routing._edges import RouteDecision
 from selectgraph.runtime._tasks import BranchTally
 

@@ -45,8 +45,8 @@ from selectgraph.executors.dbos._records import (
 )
 from selectgraph.observe._codec import event_to_json
 from selectgraph.observe._events import GraphEvent
+from selectgraph.persistence._checkpoint import Checkpoint, checkpoint_ids_from
 from selectgraph.persistence._memory import InMemoryCheckpointStore
-from selectgraph.persistence._records import Checkpoint, checkpoint_ids_from
 from selectgraph.runtime._book_codec import (
     decode_children,
     decode_interrupt_records,

@@ -3,31 +3,31 @@
 One worker per process (DBOS keeps one instance per process). The worker
 launches DBOS inside the running event loop, so the runs it dequeues run on
 that loop; it registers the queue with its concurrency, beats its lease and
-watches the others' (PostgreSQL), and stops when ``stop`` is set.
+watches the others' (PostgreSQL), and stops when ``stop`` is set, or, run
+from a blocking call (``executor.serve()``, ``selectgraph worker``), on
+SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from selectgraph.executors.dbos._database import create_engine, create_tables, probe
 from selectgraph.executors.dbos._leases import Leases
+from selectgraph.executors.dbos._protocols import WorkerExecutor
 from selectgraph.executors.dbos._serializer import JsonSerializer, refuse_pickle
 from selectgraph.executors.dbos._workflow import install_graphs
 
-if TYPE_CHECKING:
-    from selectgraph.executors.dbos._executor import DBOSExecutor
-
-__all__ = ["serve"]
+__all__ = ["serve", "serve_until_signalled"]
 
 logger = logging.getLogger("selectgraph.executors")
 
 
 async def serve(
-    executor: DBOSExecutor, stop: asyncio.Event, on_ready: Callable[[], None] | None = None
+    executor: WorkerExecutor, stop: asyncio.Event, on_ready: Callable[[], None] | None = None
 ) -> None:
     """Work for ``executor``'s queue until ``stop`` is set; ``on_ready()`` once it takes runs.
 
@@ -88,3 +88,18 @@ async def serve(
         if leases is not None:
             leases.stop()
         DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
+def serve_until_signalled(
+    executor: WorkerExecutor, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Serve ``executor`` in a new event loop until SIGINT or SIGTERM, then stop cleanly."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(executor, stop, on_ready)
+
+    asyncio.run(main())

@@ -29,7 +29,7 @@ from selectgraph.executors.dbos._records import (
     encode_result,
 )
 from selectgraph.executors.dbos._runner import DBOSTaskRunner, Publisher, PublishingStore
-from selectgraph.persistence._records import checkpoint_ids_from, replayable_ids
+from selectgraph.persistence._checkpoint import checkpoint_ids_from, replayable_ids
 from selectgraph.runtime._tasks import running_tasks_with
 
 __all__ = [
