@@ -43,7 +43,7 @@ from selectgraph.runtime._book_codec import (
     decode_memo,
     encode_book,
 )
-from selectgraph.runtime._durable import InterruptBook
+from selectgraph.runtime._book import InterruptBook
 from selectgraph.runtime._tasks import BranchTally
 
 

@@ -59,7 +59,7 @@ from selectgraph.runtime._pending import (
     encode_branch_writes,
     encode_node_output,
 )
-from selectgraph.runtime._tasks import running_tasks_with
+from selectgraph.runtime._tasks import TaskHost, running_tasks_with
 
 if TYPE_CHECKING:
     from selectgraph.nodes._spec import NodeSpec
@@ -67,7 +67,6 @@ if TYPE_CHECKING:
     from selectgraph.runtime._branches import BranchTask
     from selectgraph.runtime._fanout import FanOutPlan
     from selectgraph.runtime._join import BranchWrites
-    from selectgraph.runtime._run import Run
     from selectgraph.state._output import NodeOutput
 
 __all__ = ["STREAM", "DBOSTaskRunner", "Publisher", "PublishingStore", "ReplayDivergedError"]
@@ -177,7 +176,7 @@ class DBOSTaskRunner:
     # ------------------------------------------------------------------ nodes
     async def node(
         self,
-        run: Run,
+        run: TaskHost,
         spec: NodeSpec,
         visit: int,
         call: Callable[[], Awaitable[NodeOutput]],
@@ -217,7 +216,7 @@ class DBOSTaskRunner:
         raise self._replayed_stop(record)
 
     # --------------------------------------------------------------- branches
-    def fan_out(self, run: Run, plan: FanOutPlan) -> None:
+    def fan_out(self, run: TaskHost, plan: FanOutPlan) -> None:
         """Draw every branch's step id now, in merge order (workflow code, before any starts).
 
         A branch that waits for a slot (``max_concurrency``) or is cancelled
@@ -228,7 +227,7 @@ class DBOSTaskRunner:
 
     async def branch(
         self,
-        run: Run,
+        run: TaskHost,
         task: BranchTask,
         body: Callable[[], Awaitable[BranchWrites]],
         walks: list[Any],
@@ -262,7 +261,7 @@ class DBOSTaskRunner:
 
     # -------------------------------------------------------------- decisions
     async def decision(
-        self, run: Run, edge: Edge, pending: Awaitable[RouteDecision]
+        self, run: TaskHost, edge: Edge, pending: Awaitable[RouteDecision]
     ) -> RouteDecision:
         live: list[Any] = []
 
@@ -291,7 +290,7 @@ class DBOSTaskRunner:
     # ------------------------------------------------------------------ tasks
     async def _execute(
         self,
-        run: Run,
+        run: TaskHost,
         body: Callable[[], Awaitable[Any]],
         live: list[Any],
         encode: Callable[[Any], Any],
@@ -344,7 +343,7 @@ class DBOSTaskRunner:
         return failure
 
     # ------------------------------------------------------------------- book
-    def _book(self, run: Run) -> dict[str, dict[str, Any]]:
+    def _book(self, run: TaskHost) -> dict[str, dict[str, Any]]:
         """The parts of the run's InterruptBook a task can change, encoded."""
         book = run.book
         if book is None:
@@ -372,7 +371,7 @@ class DBOSTaskRunner:
                 changes.setdefault("removed", {})[part] = removed
         return changes
 
-    def _restore_book(self, run: Run, changes: dict[str, Any] | None) -> None:
+    def _restore_book(self, run: TaskHost, changes: dict[str, Any] | None) -> None:
         """Make the book changes a replayed task had made."""
         if not changes:
             return
