@@ -27,8 +27,9 @@ from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState
 from selectgraph.core._usage import Usage
 from selectgraph.observe._events import CheckpointSaved
+from selectgraph.persistence._chain import CheckpointChain
+from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.persistence._records import Checkpoint, CheckpointChain
 from selectgraph.runtime._mirror import StateMirror
 
 if TYPE_CHECKING:

@@ -19,13 +19,10 @@ from selectgraph.core._serialization import StateSerializer, default_serializer
 from selectgraph.core._state import GraphState, _decode_history_entry
 from selectgraph.core._usage import NO_USAGE, Usage
 from selectgraph.observe._recorder import EventRecorder, Listener
+from selectgraph.persistence._chain import CheckpointChain
+from selectgraph.persistence._checkpoint import Checkpoint
+from selectgraph.persistence._delta import apply_delta_in_place, copy_encoded
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.persistence._records import (
-    Checkpoint,
-    CheckpointChain,
-    apply_delta_in_place,
-    copy_encoded,
-)
 from selectgraph.runtime._book import InterruptBook, forget_paused, paused_run
 from selectgraph.runtime._book_codec import (
     decode_children,

@@ -35,15 +35,19 @@ from selectgraph.executors.dbos._serializer import JsonSerializer, RemoteError
 from selectgraph.executors.dbos._workflow import decode_input, encode_input
 from selectgraph.observe import NodeStarted
 from selectgraph.observe._codec import event_to_json
-from selectgraph.persistence._records import checkpoint_ids_from, new_checkpoint_id, replayable_ids
+from selectgraph.persistence._checkpoint import (
+    checkpoint_ids_from,
+    new_checkpoint_id,
+    replayable_ids,
+)
 from selectgraph.routing._edges import RouteDecision
+from selectgraph.runtime._book import InterruptBook
 from selectgraph.runtime._book_codec import (
     decode_children,
     decode_interrupt_records,
     decode_memo,
     encode_book,
 )
-from selectgraph.runtime._book import InterruptBook
 from selectgraph.runtime._tasks import BranchTally
 
 
