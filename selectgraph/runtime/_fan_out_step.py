@@ -204,7 +204,7 @@ class FanOuts(QuickBranches, Interrupts):
         single = plan.join is None
         # Set when fail_all gives up: branches on worker threads stop before their next node.
         abort = threading.Event()
-        book = self.book if self._book_parent is None else self._ensure_book()
+        book = self.book if self._book_parent is None else self.ensure_book()
         finished_before = book.branches_done if book is not None else None
         # A durable run stores each finished branch's writes at once: after a crash
         # mid-fan-out, the branches that finished are not run again.
@@ -266,7 +266,7 @@ class FanOuts(QuickBranches, Interrupts):
 
     def _keep_finished(self, plan: FanOutPlan, outcomes: list[Any], step: int) -> None:
         """Keep the writes of the branches that finished, for when the fan-out runs again."""
-        kept = self._ensure_book().branches_done
+        kept = self.ensure_book().branches_done
         for task, outcome in zip(plan.tasks, outcomes, strict=True):
             if type(outcome) is BranchWrites:
                 kept[f"{step}:{task.ref.task_id}"] = outcome

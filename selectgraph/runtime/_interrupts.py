@@ -40,28 +40,28 @@ class Interrupts(RunResults):
 
     def answer_for(self, interrupt_id: str) -> tuple[bool, Any]:
         """The answer given to ``interrupt_id``, if one was."""
-        answers = self._ensure_book().answers
+        answers = self.ensure_book().answers
         if interrupt_id in answers:
             return True, answers[interrupt_id]
         return False, None
 
     def take_live(self, task: str) -> tuple[Any, StateView, Interrupt] | None:
         """The suspended generator of ``task``, if this process still has it."""
-        return self._ensure_book().live.pop(task, None)
+        return self.ensure_book().live.pop(task, None)
 
     def keep_live(self, task: str, generator: Any, view: StateView, interrupt: Interrupt) -> None:
         """Keep ``task``'s suspended generator and record its question as pending."""
-        book = self._ensure_book()
+        book = self.ensure_book()
         book.live[task] = (generator, view, interrupt)
         book.pending[interrupt.id] = interrupt
 
     def task_done(self, task: str) -> None:
         """``task``'s generator returned: forget its answers and memoized steps."""
-        self._ensure_book().clear_task(task)
+        self.ensure_book().clear_task(task)
 
     def memo_for(self, task: str) -> dict[str, Any]:
         """The results of ``task``'s ``context.once()`` steps."""
-        return self._ensure_book().memo.setdefault(task, {})
+        return self.ensure_book().memo.setdefault(task, {})
 
     def drop_live(self) -> None:
         """Close the generators kept for an in-process resume (the run will replay instead)."""
@@ -95,13 +95,13 @@ class Interrupts(RunResults):
         """A subgraph's run paused: keep it, so the resumed parent continues it, not restarts it."""
         self._resume_next = self._unfinished(name, in_fan_out, "")
         if self.child_key is not None:
-            self._ensure_book().children[self.child_key] = self
+            self.ensure_book().children[self.child_key] = self
 
     async def _interrupted(
         self, interrupt: Interrupt, name: str, branches: Branches | None
     ) -> GraphResult:
         """A generator node asked a question: checkpoint, and return a paused result."""
-        book = self._ensure_book()
+        book = self.ensure_book()
         pending = tuple(book.pending.values()) or (interrupt,)
         # The node did not complete: its step and visit are counted again on resume.
         next_ = self._unfinished(name, branches is not None, interrupt.id)
@@ -139,4 +139,4 @@ class Interrupts(RunResults):
 
         The interrupts are the pending ones plus the answered ones of nodes not done.
         """
-        return encode_book(self._ensure_book(), serializer, pending)
+        return encode_book(self.ensure_book(), serializer, pending)

@@ -80,9 +80,9 @@ class NodeCalls(RunState):
             written = {**writes.assignments, **written}
         finished = perf_counter()
         duration = (finished - started) * 1000
-        attempts = self._attempts
+        attempts = self.attempts
         if attempts != 1:
-            self._attempts = 1
+            self.attempts = 1
         self._history.append(
             (
                 name,
@@ -171,7 +171,7 @@ class NodeCalls(RunState):
         try:
             return await retry_after_failure(attempt, first, retry, self.sleep, on_retry)
         finally:
-            self._attempts = attempts[0]  # read and reset by _complete / _handle_failure
+            self.attempts = attempts[0]  # read and reset by _complete / _handle_failure
             del first
 
     async def _call(self, spec: NodeSpec, visit: int, attempt: int) -> NodeOutput:
@@ -240,8 +240,8 @@ class NodeCalls(RunState):
                 # cyclic collector ran.
                 del error, exc
         error_text = describe_error(exc)
-        attempts = self._attempts
-        self._attempts = 1
+        attempts = self.attempts
+        self.attempts = 1
         self._record_error(
             {
                 "node": name,

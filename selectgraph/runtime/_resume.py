@@ -597,7 +597,7 @@ async def _record_answers(run: Run, answers: Mapping[str, Any], next_: list[Any]
     Of two processes answering the same pause, exactly one saves; the other
     gets CheckpointConflict and runs nothing.
     """
-    book = run._ensure_book()
+    book = run.ensure_book()
     before_answers = dict(book.answers)
     before_pending = dict(book.pending)
     for interrupt_id, answer in answers.items():
@@ -629,7 +629,7 @@ async def _resume_live(
     options: DurableOptions | None,
     listeners: Sequence[Listener],
 ) -> Any:
-    book = run._ensure_book()
+    book = run.ensure_book()
     _check_answers(run.run_id, answers, book.pending)
     # The continued run reports like a replayed one: its own events, observers and time.
     run.recorder = EventRecorder(

@@ -139,7 +139,7 @@ class RunState:
 
     _loops = 0
 
-    _attempts = 1
+    attempts = 1
 
     _degraded = False
 
@@ -279,10 +279,10 @@ class RunState:
         else:
             self._visits.pop(name, None)
 
-    def _ensure_book(self) -> InterruptBook:
+    def ensure_book(self) -> InterruptBook:
         """The run's interrupt book (a branch's or subgraph's is its parent's), made if needed."""
         if self._book_parent is not None:
-            return self._book_parent._ensure_book()
+            return self._book_parent.ensure_book()
         book = self.book
         if book is None:
             book = self.book = InterruptBook()

@@ -74,7 +74,7 @@ async def _run_child(
     if parent.book is not None or parent._book_parent is not None:
         # The run has interrupts: this node may be a subgraph that paused inside.
         key = parent.task_id(context.node, context.branch)
-        paused = parent._ensure_book().children.pop(key, None)
+        paused = parent.ensure_book().children.pop(key, None)
     if paused is not None:
         run, target = continue_child(child, paused, parent, context.node, sleep, track_writes)
         pending = run.walk(target)

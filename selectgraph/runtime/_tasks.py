@@ -64,10 +64,10 @@ class TaskHost(Protocol):
 
     book: InterruptBook | None
     """The run's interrupt book, when it has one."""
-    _attempts: int
+    attempts: int
     """Attempts the node being finished took (a replayed node's recorded count)."""
 
-    def _ensure_book(self) -> InterruptBook:
+    def ensure_book(self) -> InterruptBook:
         """The run's interrupt book, made if it has none."""
         ...
 

@@ -198,11 +198,11 @@ class DBOSTaskRunner:
             )
             record["published"] = publisher.first
             record["wrote"] = wrote
-            record["attempts"] = run._attempts
+            record["attempts"] = run.attempts
             return record
 
         record = await _step(DBOS.run_step_async({"name": f"node:{spec.name}"}, step))
-        run._attempts = int(record.get("attempts", 1))
+        run.attempts = int(record.get("attempts", 1))
         if not live:  # replayed: what its first execution wrote is not written again
             publisher.written_up_to(int(record["published"]), wrote=bool(record.get("wrote")))
         publisher.events.extend(record["events"])
@@ -375,7 +375,7 @@ class DBOSTaskRunner:
         """Make the book changes a replayed task had made."""
         if not changes:
             return
-        book = run._ensure_book()
+        book = run.ensure_book()
         serializer = self.serializer
         removed = changes.get("removed", {})
         for interrupt_id in removed.get("interrupts", ()):
