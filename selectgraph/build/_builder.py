@@ -2,30 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Coroutine,
-    Generator,
-    Hashable,
-    Iterable,
-    Mapping,
-    Sequence,
-)
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Self, Unpack
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Self
 
-from selectgraph.compile._compile import compile_graph, validate_graph
-from selectgraph.compile._compiled import (
-    NO_RESPONSE,
-    CompiledGraph,
-    GraphInput,
-    ResumeOptions,
-    RunOptions,
-    StreamOptions,
+from selectgraph.build._checks import (
+    check_fast_route,
+    check_node_cache,
+    check_options,
+    check_timeout,
+    check_token,
+    describe_node,
+    input_pipeline,
+    make_budget,
+    node_names,
+    output_pipeline,
+    retry_policy,
+    unique_names,
 )
-from selectgraph.core._callables import callable_name
-from selectgraph.core._control import Budget, CancellationToken
+from selectgraph.build._edges import EdgeDeclarations
+from selectgraph.compile._compile import compile_graph, validate_graph
+from selectgraph.compile._compiled import CompiledGraph
+from selectgraph.compile._declarations import Blueprint, NodeDecl, SubgraphDecl
+from selectgraph.compile._runs import RunMethods
+from selectgraph.core._control import CancellationToken
 from selectgraph.core._errors import Diagnostic, GraphBuildError
 from selectgraph.core._policies import (
     Conversation,
@@ -34,90 +33,27 @@ from selectgraph.core._policies import (
     MaxStepsAction,
     RetryPolicy,
 )
-from selectgraph.core._result import GraphResult
-from selectgraph.core._sentinels import END, START, UNSET, EndType, StartType, Unset
-from selectgraph.core._serialization import StateSerializer
-from selectgraph.core._state import GraphState
+from selectgraph.core._sentinels import END, UNSET, EndType, Unset
 from selectgraph.nodes._cache import check_cacheable
 from selectgraph.nodes._function import make_adapter, reject_class
 from selectgraph.nodes._spec import NodeAdapter
-from selectgraph.observe._delivery import DrainSummary
 from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
-from selectgraph.observe._stream import StreamMode
-from selectgraph.persistence._node_cache import CachePolicy, InMemoryNodeCache, NodeCache
+from selectgraph.persistence._node_cache import CachePolicy, NodeCache
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.routing._edges import EdgeKind, Trigger
 from selectgraph.routing._parallel import (
-    DEFAULT_FANOUT,
-    Branches,
     FailureMode,
-    FanOutOptions,
     GroupAdapter,
     MergeFn,
     MergePolicy,
     ParallelGroup,
-    check_fanout_options,
 )
-from selectgraph.runtime._resume import StateSnapshot
 from selectgraph.runtime._settings import GraphSettings
 
-__all__ = ["AgentGraph"]
+__all__ = ["AgentGraph", "SpecReader", "read_specs_with"]
 
 
-@dataclass(slots=True, kw_only=True)
-class SubgraphDecl:
-    """A subgraph node as declared with add_subgraph()."""
-
-    node: str
-    graph: AgentGraph | CompiledGraph
-    input_map: Mapping[str, str] | None = None
-    output_map: Mapping[str, str] | None = None
-    projects_in: Sequence[str] | None = None
-    projects_out: Sequence[str] | None = None
-
-
-@dataclass(slots=True, kw_only=True)
-class NodeDecl:
-    """A node as declared with add_node() or add_subgraph()."""
-
-    name: str
-    adapter: NodeAdapter | None = None
-    graph_node: AgentGraph | None = None
-    """A graph used as a node; compiled with its parent, so later changes count."""
-    subgraph: SubgraphDecl | None = None
-    reads: Sequence[str] | None = None
-    writes: Sequence[str] | None = None
-    optional_writes: Sequence[str] | None = None
-    max_visits: int | None = None
-    error_policy: ErrorPolicy | None = None
-    retry: RetryPolicy | None = None
-    destinations: Sequence[str | EndType] | None = None
-    description: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    timeout: float | None = None
-    group: ParallelGroup | None = None
-    cache: CachePolicy | None = None
-
-
-@dataclass(slots=True, kw_only=True)
-class EdgeDecl:
-    """An edge as declared."""
-
-    source: str | EndType
-    kind: EdgeKind
-    trigger: Trigger = "success"
-    target: str | EndType | Branches | None = None
-    condition: str | Callable[[GraphState], Any] | None = None
-    router: Callable[..., Any] | None = None
-    """A router function, or an llm_decide edge's decider."""
-    path_map: Mapping[Hashable, Any] | Sequence[Any] | None = None
-    label: str | None = None
-    order: int = 0
-    fanout: FanOutOptions = DEFAULT_FANOUT
-
-
-class AgentGraph:
+class AgentGraph(EdgeDeclarations, RunMethods):
     """A graph of agents and functions sharing one state.
 
     This example is complete:
@@ -138,6 +74,51 @@ class AgentGraph:
     ['draft', 'review', 'draft', 'review']
     >>> result.state["revisions"]
     2
+
+    Args:
+        name: Shown in traces, events and diagrams.
+        state_schema: A Pydantic model (validated at entry and exit) or a
+            TypedDict describing ``state.data``; reducers are declared with
+            ``Annotated[type, reducer]``.
+        reducers: Reducers by field, for graphs without a schema (or on top of one).
+        max_steps: Nodes a run may execute (default 50); ``None`` for no limit.
+        on_max_steps: What happens at the limit.
+        error_policy: What happens when a node raises (per-node overrides win).
+        retry: Backoff for ErrorPolicy.RETRY.
+        error_retry_limit: Shorthand for ``retry=RetryPolicy(max_retries=...)``.
+        enable_loop_detection: Detect a node about to rerun on an identical state.
+        on_loop: What happens when a loop is detected.
+        stall_threshold: Unchanged steps in a row that count as a stall; ``None`` disables.
+        observers: Objects with ``on_event(event)`` (or plain callables) told every event.
+        goal: What the graph is for; agents and llm_decide edges are told it.
+        description: What the graph does, for diagrams and parent graphs.
+        conversation: ``"isolated"`` (each agent node builds its own context)
+            or ``"continuous"`` (agent nodes share one growing thread).
+        compact_at_tokens: In a continuous conversation, summarise older
+            turns once the thread is longer than this.
+        strict_entry: Require ``set_entry()`` (OpenArmature's rule). By default
+            the first node added is the entry when none is set.
+        max_concurrency: Branches of one fan-out running at once, unless the
+            group or edge sets its own limit (``None``: no limit).
+        node_cache: Where nodes added with ``cache=CachePolicy(...)`` keep their
+            outputs (e.g. a SQLiteNodeCache shared across processes); by default
+            an InMemoryNodeCache of this graph object's own.
+        pause_before: Nodes a run with a checkpoint store pauses before (a human
+            gate; seed 000's ``pause_nodes``); continue it with
+            ``run(None, checkpoint_store=..., run_id=...)``.
+        pause_after: Nodes a run with a checkpoint store pauses after.
+        max_total_tokens: Token budget of a run (every model call of every
+            agent in it, subgraphs and branches included); checked before each
+            call, the run stops with ``stop_reason="token_budget"``.
+        max_cost_usd: Cost budget in US dollars (``stop_reason="cost_budget"``).
+        max_duration: Wall-clock budget in seconds (``stop_reason="time_budget"``).
+        cancellation_token: A CancellationToken; ``token.cancel()`` stops the run
+            at once (``stop_reason="cancelled"``).
+        input_guardrails: A GuardrailsPipeline (or a list of guardrails) run on
+            the input prompt before the first node; a block raises GuardrailBlocked.
+        output_guardrails: The same for the run's final content.
+        fast_route_fn: ``fn(state) -> node name | None``: when it names a node,
+            only that node runs (seed 004).
     """
 
     END: ClassVar[EndType] = END
@@ -175,69 +156,11 @@ class AgentGraph:
         output_guardrails: Any = None,
         fast_route_fn: Callable[[Any], Any] | None = None,
     ) -> None:
-        """Create an empty graph.
-
-        Args:
-            name: Shown in traces, events and diagrams.
-            state_schema: A Pydantic model (validated at entry and exit) or a
-                TypedDict describing ``state.data``; reducers are declared with
-                ``Annotated[type, reducer]``.
-            reducers: Reducers by field, for graphs without a schema (or on top of one).
-            max_steps: Nodes a run may execute (default 50); ``None`` for no limit.
-            on_max_steps: What happens at the limit.
-            error_policy: What happens when a node raises (per-node overrides win).
-            retry: Backoff for ErrorPolicy.RETRY.
-            error_retry_limit: Shorthand for ``retry=RetryPolicy(max_retries=...)``.
-            enable_loop_detection: Detect a node about to rerun on an identical state.
-            on_loop: What happens when a loop is detected.
-            stall_threshold: Unchanged steps in a row that count as a stall; ``None`` disables.
-            observers: Objects with ``on_event(event)`` (or plain callables) told every event.
-            goal: What the graph is for; agents and llm_decide edges are told it.
-            description: What the graph does, for diagrams and parent graphs.
-            conversation: ``"isolated"`` (each agent node builds its own context)
-                or ``"continuous"`` (agent nodes share one growing thread).
-            compact_at_tokens: In a continuous conversation, summarise older
-                turns once the thread is longer than this.
-            strict_entry: Require ``set_entry()`` (OpenArmature's rule). By default
-                the first node added is the entry when none is set.
-            max_concurrency: Branches of one fan-out running at once, unless the
-                group or edge sets its own limit (``None``: no limit).
-            node_cache: Where nodes added with ``cache=CachePolicy(...)`` keep their
-                outputs (e.g. a SQLiteNodeCache shared across processes); by default
-                an InMemoryNodeCache of this graph object's own.
-            pause_before: Nodes a run with a checkpoint store pauses before (a human
-                gate; seed 000's ``pause_nodes``); continue it with
-                ``run(None, checkpoint_store=..., run_id=...)``.
-            pause_after: Nodes a run with a checkpoint store pauses after.
-            max_total_tokens: Token budget of a run (every model call of every
-                agent in it, subgraphs and branches included); checked before each
-                call, the run stops with ``stop_reason="token_budget"``.
-            max_cost_usd: Cost budget in US dollars (``stop_reason="cost_budget"``).
-            max_duration: Wall-clock budget in seconds (``stop_reason="time_budget"``).
-            cancellation_token: A CancellationToken; ``token.cancel()`` stops the run
-                at once (``stop_reason="cancelled"``).
-            input_guardrails: A GuardrailsPipeline (or a list of guardrails) run on
-                the input prompt before the first node; a block raises GuardrailBlocked.
-            output_guardrails: The same for the run's final content.
-            fast_route_fn: ``fn(state) -> node name | None``: when it names a node,
-                only that node runs (seed 004).
-        """
-        _check_options("AgentGraph", max_concurrency=max_concurrency)
-        if node_cache is not None and not isinstance(node_cache, NodeCache):
-            raise TypeError(
-                "AgentGraph: node_cache must be a NodeCache (InMemoryNodeCache, "
-                f"SQLiteNodeCache...), got {type(node_cache).__name__}"
-            )
-        self._node_cache: NodeCache = node_cache if node_cache is not None else InMemoryNodeCache()
-        self.name = name
-        self.description = description
-        if retry is None:
-            retry = (
-                RetryPolicy()
-                if error_retry_limit is None
-                else RetryPolicy(max_retries=error_retry_limit)
-            )
-        self._settings = GraphSettings(
+        """Create an empty graph; its arguments are described on the class."""
+        check_options("AgentGraph", max_concurrency=max_concurrency)
+        cache = check_node_cache(node_cache)
+        retry = retry_policy(retry, error_retry_limit)
+        settings = GraphSettings(
             max_steps=50 if isinstance(max_steps, Unset) else max_steps,
             on_max_steps=on_max_steps,
             error_policy=error_policy,
@@ -249,25 +172,46 @@ class AgentGraph:
             conversation=conversation,
             compact_at_tokens=compact_at_tokens,
             max_concurrency=max_concurrency,
-            pause_before=_names("pause_before", pause_before),
-            pause_after=_names("pause_after", pause_after),
-            budget=_budget(max_total_tokens, max_cost_usd, max_duration),
-            cancellation_token=_token(cancellation_token),
-            input_guardrails=_guardrails(input_guardrails),
-            output_guardrails=_output_guardrails(output_guardrails),
-            fast_route_fn=_fast_route(fast_route_fn),
+            pause_before=node_names("pause_before", pause_before),
+            pause_after=node_names("pause_after", pause_after),
+            budget=make_budget(max_total_tokens, max_cost_usd, max_duration),
+            cancellation_token=check_token(cancellation_token),
+            input_guardrails=input_pipeline(input_guardrails),
+            output_guardrails=output_pipeline(output_guardrails),
+            fast_route_fn=check_fast_route(fast_route_fn),
         )
-        self._state_schema = state_schema
-        self._reducers = dict(reducers) if reducers else None
-        self._observers = tuple(observers)
-        self._nodes: dict[str, NodeDecl] = {}
-        self._edges: list[EdgeDecl] = []
-        self._entry: str | None = None
-        self._strict_entry = strict_entry
-        self._problems: list[Diagnostic] = []
+        self._blueprint = Blueprint(
+            name=name,
+            description=description,
+            settings=settings,
+            state_schema=state_schema,
+            reducers=dict(reducers) if reducers else None,
+            observers=tuple(observers),
+            node_cache=cache,
+            strict_entry=strict_entry,
+        )
+        """Everything declared so far: what compile() reads."""
         self._compiled: CompiledGraph | None = None
         self._compiled_key: tuple[Any, ...] | None = None
         self._version = 0
+
+    @property
+    def name(self) -> str:
+        """Shown in traces, events and diagrams."""
+        return self._blueprint.name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._blueprint.name = value
+
+    @property
+    def description(self) -> str:
+        """What the graph does, for diagrams and parent graphs."""
+        return self._blueprint.description
+
+    @description.setter
+    def description(self, value: str) -> None:
+        self._blueprint.description = value
 
     # ------------------------------------------------------------ building
     def _changed(self) -> None:
@@ -277,8 +221,8 @@ class AgentGraph:
     def _children(self) -> list[AgentGraph]:
         """The builders of graphs nested in this one (as nodes or subgraphs)."""
         nested: list[AgentGraph] = []
-        for decl in self._nodes.values():
-            if decl.graph_node is not None:
+        for decl in self._blueprint.nodes.values():
+            if isinstance(decl.graph_node, AgentGraph):
                 nested.append(decl.graph_node)
             elif decl.subgraph is not None and isinstance(decl.subgraph.graph, AgentGraph):
                 nested.append(decl.subgraph.graph)
@@ -292,8 +236,8 @@ class AgentGraph:
         name = decl.name
         if not isinstance(name, str) or not name:
             raise TypeError(f"a node name must be a non-empty string, got {name!r}")
-        if name in self._nodes:
-            self._problems.append(
+        if name in self._blueprint.nodes:
+            self._blueprint.problems.append(
                 Diagnostic(
                     category="duplicate_node",
                     message=f"node {name!r} is declared twice; node names must be unique",
@@ -302,7 +246,7 @@ class AgentGraph:
             )
             self._changed()
             return
-        self._nodes[name] = decl
+        self._blueprint.nodes[name] = decl
         if not isinstance(next_node, Unset):
             self.add_edge(name, next_node)
         self._changed()
@@ -355,7 +299,7 @@ class AgentGraph:
             TypeError: ``node`` cannot be a node, or options do not apply to it.
         """
         reject_class(name, node)
-        _check_timeout(name, timeout)
+        check_timeout(name, timeout)
         if cache is not None:
             if not isinstance(cache, CachePolicy):
                 raise TypeError(
@@ -388,7 +332,7 @@ class AgentGraph:
                 error_policy=error_policy,
                 retry=retry,
                 destinations=list(destinations) if destinations is not None else None,
-                description=description or _describe_node(node, adapter),
+                description=description or describe_node(node, adapter),
                 metadata=dict(metadata or {}),
                 timeout=timeout,
                 cache=cache,
@@ -428,7 +372,7 @@ class AgentGraph:
         Raises:
             TypeError, ValueError: an option is not of the kind it must be, naming it.
         """
-        _check_options(
+        check_options(
             f"add_parallel_nodes({name!r})",
             merge_policy=merge_policy,
             failure_mode=failure_mode,
@@ -498,7 +442,7 @@ class AgentGraph:
             timeout: Seconds the subgraph may run; past them the node fails with
                 NodeTimeout, through its error policy.
         """
-        _check_timeout(name, timeout)
+        check_timeout(name, timeout)
         if not isinstance(graph, AgentGraph | CompiledGraph):
             raise TypeError(f"add_subgraph({name!r}, ...) needs an AgentGraph, got {graph!r}")
         self._declare(
@@ -522,206 +466,6 @@ class AgentGraph:
         )
         return self
 
-    def add_edge(
-        self,
-        source: str | EndType | StartType,
-        target: str | EndType | Sequence[str],
-        *,
-        condition: str | Callable[[GraphState], Any] | None = None,
-        on: Trigger = "success",
-        label: str | None = None,
-        merge_policy: MergePolicy = MergePolicy.LAST_WINS,
-        failure_mode: FailureMode = "fail_all",
-        max_concurrency: int | None = None,
-    ) -> Self:
-        """Add an edge. Conditional edges are tried in declaration order; the first match wins.
-
-        Args:
-            source: The node the edge leaves.
-            target: The next node, or END.
-            condition: A safe expression over state keys (``"score >= 0.8"``) or a
-                predicate ``(state) -> bool``. Without one, the edge is the
-                unconditional fallback, taken only when no conditional edge matches.
-            on: ``"success"`` (default), ``"failure"`` (route a failed node to
-                recovery) or ``"always"``.
-            label: Text for diagrams and traces (defaults to the condition).
-            merge_policy: For a list of targets: how keys without a reducer that
-                several branches wrote are settled.
-            failure_mode: For a list of targets: what a branch's failure does.
-            max_concurrency: For a list of targets: branches running at once.
-
-        A list of targets fans out: each target starts a branch, the branches
-        run at once on their own views of the state, each follows its edges
-        until the nearest node all of them lead to (the join), and that node
-        runs once, after all of them, on their merged writes.
-        """
-        if source is START:
-            # LangGraph's spelling of the entry: add_edge(START, "first").
-            if condition is not None or not isinstance(target, str):
-                raise TypeError(
-                    "add_edge(START, ...) names the one node every run starts at; "
-                    f"got {target!r}" + (" with a condition" if condition is not None else "")
-                )
-            return self.set_entry(target)
-        declared: str | EndType | Branches
-        if isinstance(target, list | tuple):
-            _check_options(
-                f"add_edge({source!r}, {list(target)!r})",
-                merge_policy=merge_policy,
-                failure_mode=failure_mode,
-                max_concurrency=max_concurrency,
-            )
-            options = FanOutOptions(
-                merge_policy=merge_policy,
-                failure_mode=failure_mode,
-                max_concurrency=max_concurrency,
-            )
-            declared = Branches(tuple(target), options, f"edge from {source!r}")
-        else:
-            declared = target  # type: ignore[assignment]  # checked at compile time
-        if on not in ("success", "failure", "always"):
-            raise ValueError(
-                f"add_edge(on=...) must be 'success', 'failure' or 'always', got {on!r}"
-            )
-        if condition is not None and not (isinstance(condition, str) or callable(condition)):
-            raise TypeError(
-                f"add_edge({source!r}, {target!r}): condition must be a safe expression string "
-                f"or a function of the state, got {condition!r}"
-            )
-        self._edges.append(
-            EdgeDecl(
-                source=source,
-                target=declared,
-                kind="static" if condition is None else "condition",
-                trigger=on,
-                condition=condition,
-                label=label,
-                order=len(self._edges),
-            )
-        )
-        self._changed()
-        return self
-
-    def add_conditional_edge(
-        self,
-        source: str,
-        router: Callable[[GraphState], Any],
-        path_map: Mapping[Hashable, str | EndType] | Sequence[str | EndType] | None = None,
-        *,
-        on: Trigger = "success",
-        merge_policy: MergePolicy = MergePolicy.LAST_WINS,
-        failure_mode: FailureMode = "fail_all",
-        max_concurrency: int | None = None,
-    ) -> Self:
-        """Route from ``source`` with a function of the state.
-
-        Args:
-            source: The node the router runs after.
-            router: ``(state) -> target``; returns a node name, END, a path_map
-                key, or ``goto(target, update)``. May be async.
-            path_map: Allowed return values and the node each means (a list of
-                node names maps each to itself). Checked when the graph is built.
-                END is always allowed, listed or not: stopping needs no node.
-            on: Which outcomes of ``source`` the router decides for.
-            merge_policy: When the router returns a list (node names or Scatter):
-                how keys without a reducer that several branches wrote are settled.
-            failure_mode: When it returns a list: what a branch's failure does.
-            max_concurrency: When it returns a list: branches running at once.
-        """
-        _check_options(
-            f"add_conditional_edge({source!r}, ...)",
-            merge_policy=merge_policy,
-            failure_mode=failure_mode,
-            max_concurrency=max_concurrency,
-        )
-        if not callable(router):
-            raise TypeError(
-                f"add_conditional_edge({source!r}, ...) needs a function, got {router!r}"
-            )
-        self._edges.append(
-            EdgeDecl(
-                source=source,
-                kind="router",
-                trigger=on,
-                router=router,
-                path_map=path_map,
-                order=len(self._edges),
-                fanout=FanOutOptions(
-                    merge_policy=merge_policy,
-                    failure_mode=failure_mode,
-                    max_concurrency=max_concurrency,
-                ),
-            )
-        )
-        self._changed()
-        return self
-
-    def add_llm_edge(
-        self,
-        source: str,
-        targets: Sequence[str | EndType],
-        *,
-        fallback: str | EndType,
-        provider: Any = None,
-        model: str | None = None,
-        instructions: str = "",
-        on: Trigger = "success",
-    ) -> Self:
-        """Let a (fast) model choose where to go after ``source``.
-
-        The model is told the graph's goal, the node's output and each
-        target's description, and answers with JSON naming a target and its
-        reasoning. An unparseable answer, an unknown target or a failed call
-        fires ``fallback``. The choice and the reasoning appear in the trace.
-
-        Args:
-            source: The node after which the model decides.
-            targets: Nodes (or END) the model may choose among.
-            fallback: Where to go when no valid choice is made.
-            provider: The provider to ask (default: the offline-aware default provider).
-            model: The model to ask (default: the provider's default model).
-            instructions: Extra routing guidance for the model.
-            on: Which outcomes of ``source`` the decision applies to.
-        """
-        from selectgraph.agents._decide import LLMDecider
-
-        decider = LLMDecider(provider=provider, model=model, instructions=instructions)
-        self._edges.append(
-            EdgeDecl(
-                source=source,
-                kind="llm",
-                trigger=on,
-                target=fallback,
-                router=decider,
-                path_map=list(targets),
-                order=len(self._edges),
-            )
-        )
-        self._changed()
-        return self
-
-    def set_entry(self, name: str) -> Self:
-        """Declare the node every run starts at."""
-        self._entry = name
-        self._changed()
-        return self
-
-    set_entry_point = set_entry
-
-    def set_finish_point(self, name: str) -> Self:
-        """End the run after ``name`` (LangGraph's spelling of ``add_edge(name, END)``)."""
-        return self.add_edge(name, END)
-
-    def add_conditional_edges(
-        self,
-        source: str,
-        path: Callable[[GraphState], Any],
-        path_map: Mapping[Hashable, str | EndType] | Sequence[str | EndType] | None = None,
-        **options: Any,
-    ) -> Self:
-        """LangGraph's spelling of :meth:`add_conditional_edge`."""
-        return self.add_conditional_edge(source, path, path_map, **options)
-
     @classmethod
     def from_spec(cls, spec: Any, *, allowed_modules: Iterable[str] | None = None) -> AgentGraph:
         """Build a graph from a GraphSpec, a mapping, or a YAML/JSON file path.
@@ -733,16 +477,9 @@ class AgentGraph:
         Raises:
             GraphSpecError: the spec is invalid, naming where.
         """
-        from selectgraph.build._spec import GraphSpec
-
-        if isinstance(spec, GraphSpec):
-            return spec.build(allowed_modules=allowed_modules)
-        if isinstance(spec, Mapping):
-            return GraphSpec.from_dict(spec, allowed_modules=allowed_modules).build()
-        path = str(spec)
-        if path.endswith(".json"):
-            return GraphSpec.from_json(path, allowed_modules=allowed_modules).build()
-        return GraphSpec.from_yaml(path, allowed_modules=allowed_modules).build()
+        if _spec_reader is None:  # pragma: no cover - importing selectgraph loads the reader
+            raise RuntimeError("AgentGraph.from_spec: selectgraph.build._spec is not loaded")
+        return _spec_reader(spec, allowed_modules)
 
     @classmethod
     def chain(
@@ -774,7 +511,7 @@ class AgentGraph:
         if names is not None and len(names) != len(nodes):
             raise ValueError(f"chain() got {len(nodes)} nodes but {len(names)} names")
         graph = cls(name, **graph_options)
-        chosen = list(names) if names is not None else _unique_names(nodes)
+        chosen = list(names) if names is not None else unique_names(nodes)
         for node_name, node in zip(chosen, nodes, strict=True):
             graph.add_node(node_name, node)
         targets: list[str | EndType] = [*chosen[1:], END]
@@ -790,7 +527,7 @@ class AgentGraph:
         Raises:
             GraphBuildError: listing every error found.
         """
-        diagnostics = validate_graph(self)
+        diagnostics = validate_graph(self._blueprint)
         errors = [d for d in diagnostics if d.severity == "error"]
         if errors:
             raise GraphBuildError(errors)
@@ -808,244 +545,37 @@ class AgentGraph:
         """
         key = self._cache_key()
         if self._compiled is None or self._compiled_key != key:
-            self._compiled = compile_graph(self)
+            self._compiled = compile_graph(self._blueprint)
             self._compiled_key = key
         if checkpointer is not None:
             return self._compiled.with_checkpointer(checkpointer)
         return self._compiled
 
-    # --------------------------------------------------------------- running
-    def run(self, input: GraphInput = None, **options: Unpack[RunOptions]) -> GraphResult:
-        """Compile if needed and run to a stop; see :meth:`CompiledGraph.run` for the options."""
-        return self.compile().run(input, **options)
-
-    def arun(
-        self, input: GraphInput = None, **options: Unpack[RunOptions]
-    ) -> Coroutine[Any, Any, GraphResult]:
-        """Compile if needed and run to a stop: ``await graph.arun(input)``.
-
-        See :meth:`CompiledGraph.arun`; compiling and preparing the run happen
-        when this is called, running when the coroutine is awaited.
-        """
-        return self.compile().arun(input, **options)
-
-    def astream(
-        self, input: GraphInput = None, **options: Unpack[StreamOptions]
-    ) -> AsyncIterator[Any]:
-        """Compile if needed and stream the run; see :meth:`CompiledGraph.astream`."""
-        return self.compile().astream(input, **options)
-
-    async def drain(self, timeout: float | None = None) -> DrainSummary:
-        """Wait for async observers; see :meth:`CompiledGraph.drain`."""
-        return await self.compile().drain(timeout)
-
-    async def drain_events_for(self, run_id: str, *, timeout: float | None = None) -> DrainSummary:
-        """Wait for async observers of one run; see :meth:`CompiledGraph.drain_events_for`."""
-        return await self.compile().drain_events_for(run_id, timeout=timeout)
-
-    def invoke(
-        self, input: Any = None, config: Mapping[str, Any] | None = None, **options: Any
-    ) -> dict[str, Any]:
-        """Run and return the final state's data, as LangGraph does (see CompiledGraph.invoke)."""
-        return self.compile().invoke(input, config, **options)
-
-    async def ainvoke(
-        self, input: Any = None, config: Mapping[str, Any] | None = None, **options: Any
-    ) -> dict[str, Any]:
-        """Async :meth:`invoke`."""
-        return await self.compile().ainvoke(input, config, **options)
-
-    def stream(
-        self,
-        input: Any = None,
-        config: Mapping[str, Any] | None = None,
-        *,
-        stream_mode: StreamMode | Sequence[StreamMode] = "updates",
-        **options: Any,
-    ) -> Generator[Any, None, None]:
-        """Run and yield as it goes, from synchronous code; see :meth:`CompiledGraph.stream`."""
-        return self.compile().stream(input, config, stream_mode=stream_mode, **options)
-
-    def resume(
-        self,
-        interrupt_id: str | Mapping[str, Any],
-        response: Any = NO_RESPONSE,
-        **options: Unpack[ResumeOptions],
-    ) -> GraphResult:
-        """Answer an interrupt and continue the run; see :meth:`CompiledGraph.aresume`."""
-        return self.compile().resume(interrupt_id, response, **options)
-
-    def aresume(
-        self,
-        interrupt_id: str | Mapping[str, Any],
-        response: Any = NO_RESPONSE,
-        **options: Unpack[ResumeOptions],
-    ) -> Coroutine[Any, Any, GraphResult]:
-        """Answer an interrupt and continue the run: ``await graph.aresume(id, answer)``."""
-        return self.compile().aresume(interrupt_id, response, **options)
-
-    def get_state(
-        self,
-        run_id: str,
-        *,
-        checkpoint_store: CheckpointStore | None = None,
-        serializer: StateSerializer | None = None,
-    ) -> StateSnapshot:
-        """The run's latest checkpoint; see :meth:`CompiledGraph.get_state`."""
-        return self.compile().get_state(
-            run_id, checkpoint_store=checkpoint_store, serializer=serializer
-        )
-
-    def get_history(
-        self,
-        run_id: str,
-        *,
-        checkpoint_store: CheckpointStore | None = None,
-        limit: int | None = None,
-        serializer: StateSerializer | None = None,
-    ) -> list[StateSnapshot]:
-        """Every checkpoint of the run, newest first; see :meth:`CompiledGraph.get_history`."""
-        return self.compile().get_history(
-            run_id, checkpoint_store=checkpoint_store, limit=limit, serializer=serializer
-        )
-
-    def update_state(
-        self,
-        run_id: str,
-        values: Mapping[str, Any],
-        *,
-        checkpoint_store: CheckpointStore | None = None,
-        as_node: str | None = None,
-        serializer: StateSerializer | None = None,
-    ) -> str:
-        """Correct a saved run's state; see :meth:`CompiledGraph.update_state`."""
-        return self.compile().update_state(
-            run_id,
-            values,
-            checkpoint_store=checkpoint_store,
-            as_node=as_node,
-            serializer=serializer,
-        )
-
-    def __call__(self, state: GraphState) -> GraphState:
-        """Run on ``state`` and return the final state (a graph is callable like a node)."""
-        return self.compile()(state)
-
-    def __selectgraph_node__(self, name: str) -> NodeAdapter:
-        return self.compile().__selectgraph_node__(name)
-
-    def to_mermaid(self, result: GraphResult | None = None) -> str:
-        """A Mermaid flowchart; with ``result``, the edges that fired are highlighted."""
-        return self.compile().to_mermaid(result)
-
-    def visualize(
-        self, format: Literal["ascii", "mermaid"] = "ascii", result: GraphResult | None = None
-    ) -> str:
-        """A text picture of the graph (``"ascii"`` or ``"mermaid"``)."""
-        return self.compile().visualize(format, result)
+    def _compiled_graph(self) -> CompiledGraph:
+        """What the run methods run: this graph, compiled (cached until it changes)."""
+        return self.compile()
 
     @property
     def nodes(self) -> list[str]:
         """Declared node names, in order."""
-        return list(self._nodes)
+        return list(self._blueprint.nodes)
 
     def __repr__(self) -> str:
-        return f"AgentGraph(name={self.name!r}, nodes={list(self._nodes)}, entry={self._entry!r})"
+        nodes, entry = list(self._blueprint.nodes), self._blueprint.entry
+        return f"AgentGraph(name={self.name!r}, nodes={nodes}, entry={entry!r})"
 
 
-def _check_timeout(name: str, timeout: float | None) -> None:
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-    ):
-        raise ValueError(f"node {name!r}: timeout must be a number of seconds > 0, got {timeout!r}")
+SpecReader = Callable[[Any, Iterable[str] | None], "AgentGraph"]
+"""``reader(spec, allowed_modules)``: the graph a GraphSpec, a mapping or a file path describes."""
+
+_spec_reader: SpecReader | None = None
 
 
-def _names(what: str, names: Iterable[str]) -> frozenset[str]:
-    """Node names given as one string or several (checked against the nodes at compile)."""
-    if isinstance(names, str):
-        return frozenset((names,))
-    chosen = frozenset(names)
-    bad = [n for n in chosen if not isinstance(n, str)]
-    if bad:
-        raise TypeError(f"AgentGraph: {what} takes node names, got {bad[0]!r}")
-    return chosen
+def read_specs_with(reader: SpecReader) -> None:
+    """Make ``reader`` what :meth:`AgentGraph.from_spec` builds graphs with.
 
-
-def _check_options(where: str, **options: Any) -> None:
-    """Refuse fan-out options of the wrong kind at once, naming the option."""
-    problems = check_fanout_options(
-        where,
-        options.get("merge_policy", MergePolicy.LAST_WINS),
-        options.get("failure_mode", "fail_all"),
-        options.get("max_concurrency"),
-        options.get("merge_fn"),
-    )
-    if problems:
-        bad_kind = not isinstance(options.get("merge_policy", MergePolicy.LAST_WINS), MergePolicy)
-        raise (TypeError if bad_kind else ValueError)("; ".join(problems))
-
-
-def _describe_node(node: Any, adapter: Any = None) -> str:
-    # An agent node describes itself by its focus; anything else by its own
-    # description or the first line of its docstring.
-    for source in (adapter, node):
-        doc = getattr(source, "description", None)
-        if isinstance(doc, str) and doc:
-            return doc
-    text = getattr(node, "__doc__", None) if callable(node) and not isinstance(node, type) else None
-    if isinstance(text, str) and text.strip() and type(node).__doc__ != text:
-        return text.strip().splitlines()[0]
-    return ""
-
-
-def _unique_names(nodes: Iterable[Any]) -> list[str]:
-    names: list[str] = []
-    for index, node in enumerate(nodes, start=1):
-        base = getattr(node, "name", None)
-        if not isinstance(base, str) or not base:
-            base = callable_name(node)
-        if base == "lambda":
-            base = f"step_{index}"
-        candidate, suffix = base, 2
-        while candidate in names:
-            candidate, suffix = f"{base}_{suffix}", suffix + 1
-        names.append(candidate)
-    return names
-
-
-def _budget(tokens: int | None, cost: float | None, duration: float | None) -> Budget | None:
-    budget = Budget(max_total_tokens=tokens, max_cost_usd=cost, max_duration=duration)
-    return None if budget.empty else budget
-
-
-def _token(token: CancellationToken | None) -> CancellationToken | None:
-    if token is not None and not isinstance(token, CancellationToken):
-        raise TypeError(
-            "AgentGraph: cancellation_token must be a CancellationToken, "
-            f"got {type(token).__name__}"
-        )
-    return token
-
-
-def _fast_route(fn: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
-    if fn is not None and not callable(fn):
-        raise TypeError(f"AgentGraph: fast_route_fn must be callable, got {type(fn).__name__}")
-    return fn
-
-
-def _guardrails(value: Any) -> Any:
-    if value is None:
-        return None
-    from selectgraph.guardrails import as_pipeline
-
-    return as_pipeline(value)
-
-
-def _output_guardrails(value: Any) -> Any:
-    pipeline = _guardrails(value)
-    if pipeline is not None and pipeline.is_async:
-        raise TypeError(
-            "AgentGraph: output_guardrails run where the run ends, inside the step loop, "
-            "and must be synchronous; an async guardrail can check the result after arun()"
-        )
-    return pipeline
+    The spec module builds AgentGraphs, so this module does not import it: it
+    hands over its reader as it loads (``import selectgraph`` loads it).
+    """
+    global _spec_reader
+    _spec_reader = reader

@@ -47,7 +47,7 @@ from pydantic import (
     model_validator,
 )
 
-from selectgraph.build._builder import AgentGraph
+from selectgraph.build._builder import AgentGraph, read_specs_with
 from selectgraph.compile._compiled import CompiledGraph
 from selectgraph.core._callables import (
     BadReference,
@@ -70,7 +70,7 @@ from selectgraph.state._reducers import (
     merge_by_key,
 )
 
-__all__ = ["GraphSpec", "load_reference"]
+__all__ = ["GraphSpec", "load_reference", "read_spec"]
 
 _END_NAME = "END"
 _NAMED_REDUCERS: dict[str, Reducer] = {
@@ -717,3 +717,24 @@ def _looks_like_reference(text: str) -> bool:
 
 
 NodeEntry.model_rebuild()
+
+
+def read_spec(spec: Any, allowed_modules: Iterable[str] | None) -> AgentGraph:
+    """The graph a GraphSpec, a mapping, or a YAML/JSON file path describes.
+
+    What ``AgentGraph.from_spec`` does; this module hands it to the builder.
+
+    Raises:
+        GraphSpecError: the spec is invalid, naming where.
+    """
+    if isinstance(spec, GraphSpec):
+        return spec.build(allowed_modules=allowed_modules)
+    if isinstance(spec, Mapping):
+        return GraphSpec.from_dict(spec, allowed_modules=allowed_modules).build()
+    path = str(spec)
+    if path.endswith(".json"):
+        return GraphSpec.from_json(path, allowed_modules=allowed_modules).build()
+    return GraphSpec.from_yaml(path, allowed_modules=allowed_modules).build()
+
+
+read_specs_with(read_spec)

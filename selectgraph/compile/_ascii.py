@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from selectgraph.compile._diagram import DrawnGraph, targets_of
 from selectgraph.compile._fired import FiredEdges
 from selectgraph.core._sentinels import END, EndType
 
 if TYPE_CHECKING:
-    from selectgraph.compile._compiled import CompiledGraph
     from selectgraph.core._result import GraphResult
 
 __all__ = ["render_ascii"]
@@ -19,7 +19,7 @@ def _name(target: str | EndType | None) -> str:
     return "(END)" if target is END else str(target)
 
 
-def render_ascii(graph: CompiledGraph, result: GraphResult | None = None) -> str:
+def render_ascii(graph: DrawnGraph, result: GraphResult | None = None) -> str:
     """Nodes, then every edge with its condition; with ``result``, fired edges are starred."""
     rule = "=" * max(40, len(graph.name) + 7)
     lines = [f"Graph: {graph.name}", rule, f"Entry: {graph.entry}", "", "Nodes:"]
@@ -39,7 +39,7 @@ def render_ascii(graph: CompiledGraph, result: GraphResult | None = None) -> str
                 for target in edge.targets():
                     choices.append(target)
                     names.append(f"fallback {_name(target)}")
-            candidates = choices or graph.targets_of(edge.source)
+            candidates = choices or targets_of(graph, edge.source)
             star = "*" if any(fired.took(edge, t) for t in candidates) else " "
             how = f"router {edge.label}" if edge.kind == "router" else "llm_decide"
             lines.append(f"{star} {edge.source} --{how}{when}--> {' | '.join(names)}")

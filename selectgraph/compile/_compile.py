@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from selectgraph.compile._compiled import CompiledGraph
+from selectgraph.compile._declarations import (
+    Blueprint,
+    EdgeDecl,
+    GraphDeclaration,
+    NodeDecl,
+    SubgraphDecl,
+)
 from selectgraph.core._callables import callable_name
 from selectgraph.core._errors import Diagnostic, GraphBuildError
 from selectgraph.core._policies import ErrorPolicy
@@ -31,10 +38,7 @@ from selectgraph.runtime._subgraph import (
 )
 from selectgraph.state._schema import StateSchema, build_schema
 
-if TYPE_CHECKING:
-    from selectgraph.build._builder import AgentGraph, EdgeDecl, NodeDecl, SubgraphDecl
-
-__all__ = ["compile_graph"]
+__all__ = ["compile_graph", "validate_graph"]
 
 
 def _target_name(target: Any) -> str:
@@ -44,13 +48,13 @@ def _target_name(target: Any) -> str:
 
 
 class _Compiler:
-    def __init__(self, graph: AgentGraph) -> None:
-        self.graph = graph
+    def __init__(self, blueprint: Blueprint) -> None:
+        self.blueprint = blueprint
         self.diagnostics: list[Diagnostic] = []
         self.broken_sources: set[str] = set()
         self.group_members: set[str] = {
             member
-            for decl in graph._nodes.values()
+            for decl in blueprint.nodes.values()
             if decl.group is not None
             for member in decl.group.members
         }
@@ -69,12 +73,12 @@ class _Compiler:
 
     # ---------------------------------------------------------------- main
     def compile(self) -> CompiledGraph:
-        graph = self.graph
-        for problem in graph._problems:
+        blueprint = self.blueprint
+        for problem in blueprint.problems:
             self.diagnostics.append(problem)
-        if not graph.name or not isinstance(graph.name, str):
-            self.error("invalid_name", f"a graph needs a non-empty name, got {graph.name!r}")
-        settings = graph._settings
+        if not blueprint.name or not isinstance(blueprint.name, str):
+            self.error("invalid_name", f"a graph needs a non-empty name, got {blueprint.name!r}")
+        settings = blueprint.settings
         if settings.max_steps is not None and settings.max_steps < 1:
             self.error(
                 "invalid_max_steps",
@@ -86,12 +90,12 @@ class _Compiler:
                 f"stall_threshold must be at least 1 (or None to disable), "
                 f"got {settings.stall_threshold}",
             )
-        schema = build_schema(graph._state_schema, graph._reducers, self.diagnostics)
-        decls = graph._nodes
+        schema = build_schema(blueprint.state_schema, blueprint.reducers, self.diagnostics)
+        decls = blueprint.nodes
         if not decls:
-            self.error("empty_graph", f"graph {graph.name!r} has no nodes; add_node() first")
-        entry = graph._entry
-        if entry is None and decls and not graph._strict_entry:
+            self.error("empty_graph", f"graph {blueprint.name!r} has no nodes; add_node() first")
+        entry = blueprint.entry
+        if entry is None and decls and not blueprint.strict_entry:
             # Auto-entry: the first node added that is not a parallel group's member.
             entry = next((n for n in decls if n not in self.group_members), next(iter(decls)))
         if entry is None:
@@ -112,7 +116,7 @@ class _Compiler:
         if entry in decls:
             self.check_reachability(entry, decls, edges)
         for what in ("pause_before", "pause_after"):
-            for node in sorted(getattr(graph._settings, what)):
+            for node in sorted(getattr(blueprint.settings, what)):
                 if node not in decls:
                     self.error(
                         "unknown_node",
@@ -123,17 +127,17 @@ class _Compiler:
             raise GraphBuildError(errors)
         assert entry is not None
         return CompiledGraph(
-            name=graph.name,
+            name=blueprint.name,
             entry=entry,
             nodes={name: spec for name, spec in specs.items() if spec is not None},
             routes=routes,
             edges=edges,
             schema=schema,
             settings=settings,
-            observers=graph._observers,
+            observers=blueprint.observers,
             warnings=[d for d in self.diagnostics if d.severity == "warning"],
-            description=graph.description,
-            serializer=_with_node_types(serializer_for(graph._state_schema), specs.values()),
+            description=blueprint.description,
+            serializer=_with_node_types(serializer_for(blueprint.state_schema), specs.values()),
         )
 
     # --------------------------------------------------------------- nodes
@@ -176,7 +180,7 @@ class _Compiler:
                         name,
                     )
         for target in decl.destinations or ():
-            if target is not END and target not in self.graph._nodes:
+            if target is not END and target not in self.blueprint.nodes:
                 self.error(
                     "dangling_edge",
                     f"node {name!r} declares destination {_target_name(target)}, which is not "
@@ -207,9 +211,9 @@ class _Compiler:
             adapter = CachingAdapter(
                 adapter,
                 node=name,
-                graph=self.graph.name,
+                graph=self.blueprint.name,
                 policy=decl.cache,
-                store=self.graph._node_cache,
+                store=self.blueprint.node_cache,
                 serializer=self.cache_serializer(),
                 reads=reads,
                 writes=writes,
@@ -235,7 +239,7 @@ class _Compiler:
     def cache_serializer(self) -> StateSerializer:
         """What encodes and restores cached outputs; built once per compile."""
         if self._cache_serializer is None:
-            self._cache_serializer = serializer_for(self.graph._state_schema)
+            self._cache_serializer = serializer_for(self.blueprint.state_schema)
         return self._cache_serializer
 
     def check_group(self, group: ParallelGroup) -> None:
@@ -246,7 +250,7 @@ class _Compiler:
                 f"parallel group {name!r} has no members; list the nodes it runs at once",
                 name,
             )
-        decls = self.graph._nodes
+        decls = self.blueprint.nodes
         seen: set[str] = set()
         for member in group.members:
             if not isinstance(member, str) or member not in decls:
@@ -267,7 +271,9 @@ class _Compiler:
                 )
             seen.add(member)
 
-    def compile_child(self, name: str, graph: AgentGraph | CompiledGraph) -> CompiledGraph | None:
+    def compile_child(
+        self, name: str, graph: GraphDeclaration | CompiledGraph
+    ) -> CompiledGraph | None:
         """``graph`` compiled; its problems are reported as this node's."""
         if isinstance(graph, CompiledGraph):
             return graph
@@ -333,7 +339,7 @@ class _Compiler:
     # --------------------------------------------------------------- edges
     def edges(self, decls: Mapping[str, NodeDecl], schema: StateSchema) -> list[Edge]:
         edges: list[Edge] = []
-        for decl in self.graph._edges:
+        for decl in self.blueprint.edges:
             edge = self.edge(decl, decls, schema)
             if edge is not None:
                 edges.append(edge)
@@ -396,7 +402,7 @@ class _Compiler:
                 return None
             route = RouteContext(
                 source=source,
-                goal=self.graph._settings.goal,
+                goal=self.blueprint.settings.goal,
                 candidates={
                     target: _describe_target(target, decls) for target in path_map.values()
                 },
@@ -557,7 +563,7 @@ class _Compiler:
             if decl.group is not None:
                 successors[name].update(m for m in decl.group.members if m in decls)
         seen = reachable(entry, successors)
-        if self.graph._settings.fast_route_fn is not None:
+        if self.blueprint.settings.fast_route_fn is not None:
             # fast_route_fn may start a run at any node that is not a group member.
             for name in decls:
                 if name not in self.group_members:
@@ -591,18 +597,18 @@ def _always(data: Mapping[str, Any]) -> bool:
     return True
 
 
-def compile_graph(graph: AgentGraph) -> CompiledGraph:
-    """Validate ``graph`` and build its CompiledGraph.
+def compile_graph(blueprint: Blueprint) -> CompiledGraph:
+    """Validate the graph ``blueprint`` declares and build its CompiledGraph.
 
     Raises:
         GraphBuildError: listing every error-severity problem found.
     """
-    return _Compiler(graph).compile()
+    return _Compiler(blueprint).compile()
 
 
-def validate_graph(graph: AgentGraph) -> list[Diagnostic]:
-    """Every problem in ``graph`` (errors and warnings), without raising."""
-    compiler = _Compiler(graph)
+def validate_graph(blueprint: Blueprint) -> list[Diagnostic]:
+    """Every problem in the graph ``blueprint`` declares (errors and warnings), without raising."""
+    compiler = _Compiler(blueprint)
     with contextlib.suppress(GraphBuildError):  # the diagnostics are what we want
         compiler.compile()
     return compiler.diagnostics

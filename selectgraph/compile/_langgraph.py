@@ -13,24 +13,44 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from selectgraph.core._errors import ResumeError
+from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.routing._directives import NO_RESUME, Command
+from selectgraph.runtime._settings import GraphSettings
 
 if TYPE_CHECKING:
-    from selectgraph.compile._compiled import CompiledGraph
     from selectgraph.core._result import GraphResult
+    from selectgraph.runtime._resume import StateSnapshot
 
-__all__ = ["from_config", "invoke_run", "state_values"]
+__all__ = ["ConfigurableGraph", "from_config", "invoke_run", "state_values"]
+
+
+class ConfigurableGraph(Protocol):
+    """A compiled graph as a LangGraph ``config`` reads and changes it."""
+
+    settings: GraphSettings
+    """Its run-time rules; ``recursion_limit`` replaces ``max_steps`` in a copy."""
+    checkpointer: CheckpointStore | None
+    """The store of runs given none, where ``Command(resume=...)`` finds the run."""
+
+    def get_state(
+        self, run_id: str, *, checkpoint_store: CheckpointStore | None = None
+    ) -> StateSnapshot:
+        """The run's latest checkpoint (its pending interrupts)."""
+        ...
+
+
+G = TypeVar("G", bound=ConfigurableGraph)
 
 _CONFIG_KEYS = frozenset({"configurable", "recursion_limit", "tags", "metadata", "run_name"})
 _CONFIGURABLE_KEYS = frozenset({"thread_id", "checkpoint_id"})
 
 
 def from_config(
-    graph: CompiledGraph, config: Mapping[str, Any] | None, options: dict[str, Any]
-) -> tuple[CompiledGraph, dict[str, Any]]:
+    graph: G, config: Mapping[str, Any] | None, options: dict[str, Any]
+) -> tuple[G, dict[str, Any]]:
     """The graph and run options a LangGraph ``config`` means.
 
     ``tags``, ``metadata`` and ``run_name`` (tracing labels in LangGraph) are accepted
@@ -72,8 +92,8 @@ def from_config(
 
 
 def invoke_run(
-    graph: CompiledGraph, input: Any, config: Mapping[str, Any] | None, options: dict[str, Any]
-) -> tuple[str, CompiledGraph, Any, dict[str, Any]]:
+    graph: G, input: Any, config: Mapping[str, Any] | None, options: dict[str, Any]
+) -> tuple[str, G, Any, dict[str, Any]]:
     """What ``invoke`` does: ``("run", graph, input, options)`` or ``("resume", ...)``.
 
     Raises:

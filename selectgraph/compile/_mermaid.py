@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from selectgraph.compile._diagram import DrawnGraph, targets_of
 from selectgraph.compile._fired import FiredEdges
 from selectgraph.core._sentinels import END, EndType
 
 if TYPE_CHECKING:
-    from selectgraph.compile._compiled import CompiledGraph
     from selectgraph.core._result import GraphResult
     from selectgraph.routing._edges import Edge
 
@@ -23,13 +23,13 @@ def _escape(text: str) -> str:
     return text.replace('"', "#quot;")
 
 
-def _links(graph: CompiledGraph, edge: Edge) -> list[tuple[str | EndType, str, str]]:
+def _links(graph: DrawnGraph, edge: Edge) -> list[tuple[str | EndType, str, str]]:
     """``(target, label, arrow)`` for each arrow ``edge`` draws."""
     if edge.kind in ("router", "llm"):
         targets = (
             sorted(set(edge.path_map.values()), key=str)
             if edge.path_map is not None
-            else graph.targets_of(edge.source)
+            else targets_of(graph, edge.source)
         )
         links: list[tuple[str | EndType, str, str]] = [
             (target, edge.label, "-.->") for target in targets
@@ -57,7 +57,7 @@ class MermaidLayout:
     sources and targets are node names, ``"__start__"`` or ``"__end__"``."""
 
 
-def mermaid_layout(graph: CompiledGraph, result: GraphResult | None = None) -> MermaidLayout:
+def mermaid_layout(graph: DrawnGraph, result: GraphResult | None = None) -> MermaidLayout:
     """A ``flowchart TD`` of ``graph``; with ``result``, fired edges are drawn thick and red.
 
     Node ids are positional (``n0``, ``n1``, ...), so any node name, spaces and
@@ -113,7 +113,7 @@ def mermaid_layout(graph: CompiledGraph, result: GraphResult | None = None) -> M
     return MermaidLayout("\n".join(lines), names, links)
 
 
-def render_mermaid(graph: CompiledGraph, result: GraphResult | None = None) -> str:
+def render_mermaid(graph: DrawnGraph, result: GraphResult | None = None) -> str:
     """A ``flowchart TD`` of ``graph``; with ``result``, fired edges are drawn thick and red.
 
     Node ids are positional (``n0``, ``n1``, ...), so any node name, spaces and

@@ -1,0 +1,340 @@
+"""Execution: how a compiled graph's runs start, stream, resume and block, for the run methods.
+
+The public run methods (:class:`~selectgraph.compile._runs.RunMethods`) check their
+arguments here and hand the run to the runtime. Everything here reads the compiled
+graph through :class:`RunProgram`: the runtime's ``GraphProgram`` and the store
+its runs use when given none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from selectgraph.compile._options import NO_RESPONSE, GraphInput, PauseSignal
+from selectgraph.core._control import cancellable
+from selectgraph.core._interrupts import interrupt_run_id
+from selectgraph.core._result import GraphResult
+from selectgraph.core._run_errors import GraphRunError
+from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._sync import run_sync
+from selectgraph.observe._events import GraphEvent
+from selectgraph.observe._observer import Observer, as_listener
+from selectgraph.observe._recorder import Listener
+from selectgraph.observe._stream import StreamMode, stream_converter
+from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.runtime._durable import Durability
+from selectgraph.runtime._guard import fast_route_target, guard_input, guard_start
+from selectgraph.runtime._program import GraphProgram
+from selectgraph.runtime._resume import DurableOptions, resume_run, start_durable_run
+from selectgraph.runtime._run import Run, Sleep, blocking_sleep
+from selectgraph.runtime._start import start_run
+
+__all__ = [
+    "RunProgram",
+    "continue_run",
+    "drive",
+    "drive_sleep",
+    "durable_options",
+    "execute",
+    "run_blocking",
+    "store_for",
+    "stream_run",
+]
+
+T = TypeVar("T")
+
+
+class RunProgram(GraphProgram, Protocol):
+    """A compiled graph as its run methods read it: what a run reads, and a default store."""
+
+    checkpointer: CheckpointStore | None
+    """The store runs use when none is passed (``AgentGraph.compile(checkpointer=...)``)."""
+
+
+# ------------------------------------------------------------------- options
+def durable_options(
+    graph: RunProgram,
+    store: CheckpointStore | None,
+    durability: Durability,
+    pause: PauseSignal | None,
+    pause_before: Iterable[str] | None,
+    pause_after: Iterable[str] | None,
+    serializer: StateSerializer | None,
+) -> DurableOptions | None:
+    """How a run of ``graph`` keeps checkpoints and pauses; ``None`` for a run that keeps none.
+
+    Raises:
+        ValueError: a pause without a store, an unknown node or durability.
+        TypeError: ``pause`` has no ``is_set()``.
+    """
+    if store is None:
+        store = graph.checkpointer
+    if (
+        store is None
+        and pause is None
+        and pause_before is None
+        and pause_after is None
+        and durability == "sync"
+        and not graph.settings.pause_before
+        and not graph.settings.pause_after
+    ):
+        return None  # the common case, checked first: every run() passes here
+    before = graph.settings.pause_before | _check_nodes(graph, "pause_before", pause_before)
+    after = graph.settings.pause_after | _check_nodes(graph, "pause_after", pause_after)
+    if store is None:
+        if pause is not None or before or after:
+            raise ValueError(
+                "pausing a run (pause=, pause_before=, pause_after=) needs a "
+                "checkpoint_store to continue it from, e.g. InMemoryCheckpointStore()"
+            )
+        if durability not in ("sync", "async", "exit"):
+            raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
+        return None
+    if pause is not None and not callable(getattr(pause, "is_set", None)):
+        raise TypeError(
+            "pause must be a PauseToken, threading.Event or asyncio.Event, "
+            f"got {type(pause).__name__}"
+        )
+    return DurableOptions(
+        store=store,
+        durability=durability,
+        serializer=serializer or graph.serializer,
+        pause=pause,
+        pause_before=before,
+        pause_after=after,
+    )
+
+
+def _check_nodes(graph: RunProgram, what: str, names: Iterable[str] | None) -> frozenset[str]:
+    if names is None:
+        return frozenset()
+    if isinstance(names, str):
+        names = (names,)
+    chosen = frozenset(names)
+    unknown = sorted(n for n in chosen if n not in graph.nodes)
+    if unknown:
+        raise ValueError(
+            f"{what} names {', '.join(map(repr, unknown))}, not a node of graph "
+            f"{graph.name!r}; nodes: {', '.join(sorted(graph.nodes))}"
+        )
+    return chosen
+
+
+def store_for(graph: RunProgram, what: str, store: CheckpointStore | None) -> CheckpointStore:
+    """``store``, else the graph's own.
+
+    Raises:
+        ValueError: neither is given; ``what`` names the method that needed one.
+    """
+    chosen = store if store is not None else graph.checkpointer
+    if chosen is None:
+        raise ValueError(
+            f"{what} reads a checkpoint store: pass checkpoint_store=..., or compile the "
+            "graph with compile(checkpointer=...)"
+        )
+    return chosen
+
+
+# ---------------------------------------------------------------------- runs
+def execute(
+    graph: RunProgram,
+    input: GraphInput,
+    observers: Sequence[Observer | Listener],
+    run_id: str | None,
+    sleep: Sleep,
+    options: DurableOptions | None = None,
+    checkpoint_id: str | None = None,
+) -> Coroutine[Any, Any, GraphResult]:
+    """A prepared run of ``graph`` (input checked, guardrails run): the coroutine runs it."""
+    started = _start(graph, input, observers, run_id, sleep, options, checkpoint_id)
+    token = graph.settings.cancellation_token
+    if token is None or sleep is blocking_sleep:
+        return started  # a run without an event loop stops at its next node
+    return cancellable(started, token)
+
+
+def _start(
+    graph: RunProgram,
+    input: GraphInput,
+    observers: Sequence[Observer | Listener],
+    run_id: str | None,
+    sleep: Sleep,
+    options: DurableOptions | None,
+    checkpoint_id: str | None,
+) -> Coroutine[Any, Any, GraphResult]:
+    listeners = tuple(as_listener(o) for o in observers) if observers else ()
+    if options is not None:
+        return start_durable_run(
+            graph,
+            input,
+            options,
+            run_id=run_id,
+            checkpoint_id=checkpoint_id,
+            listeners=listeners,
+            sleep=sleep,
+        )
+    if checkpoint_id is not None:
+        raise ValueError("checkpoint_id needs the checkpoint_store it was saved in")
+    run = start_run(graph, input, run_id=run_id, listeners=listeners, sleep=sleep)
+    settings = graph.settings
+    if settings.input_guardrails is None and settings.fast_route_fn is None:
+        return run.execute()  # the common case
+    if settings.input_guardrails is not None and settings.input_guardrails.is_async:
+        return _guarded(graph, run)
+    if settings.input_guardrails is not None:
+        guard_input(settings.input_guardrails, run.state)
+    chosen = fast_route_target(graph, run.state)
+    if chosen is None:
+        return run.execute()
+    run.one_node = True
+    return run.walk(chosen)
+
+
+async def _guarded(graph: RunProgram, run: Run) -> GraphResult:
+    """A run whose prompt goes through async guardrails first."""
+    chosen = await guard_start(graph, run.state)
+    if chosen is None:
+        return await run.execute()
+    run.one_node = True
+    return await run.walk(chosen)  # type: ignore[no-any-return]
+
+
+def continue_run(
+    graph: RunProgram,
+    interrupt_id: str | Mapping[str, Any],
+    response: Any,
+    checkpoint_store: CheckpointStore | None,
+    observers: Sequence[Observer | Listener],
+    durability: Durability,
+    pause: PauseSignal | None,
+    serializer: StateSerializer | None,
+    sleep: Sleep,
+) -> Coroutine[Any, Any, GraphResult]:
+    """A paused run of ``graph`` with its interrupts answered: the coroutine continues it."""
+    answers = _answers(interrupt_id, response)
+    options = durable_options(graph, checkpoint_store, durability, pause, None, None, serializer)
+    listeners = tuple(as_listener(o) for o in observers) if observers else ()
+    resumed = resume_run(graph, answers, options, listeners=listeners, sleep=sleep)
+    token = graph.settings.cancellation_token
+    if token is None or sleep is blocking_sleep:
+        return resumed
+    return cancellable(resumed, token)
+
+
+def _answers(interrupt_id: str | Mapping[str, Any], response: Any) -> dict[str, Any]:
+    if isinstance(interrupt_id, Mapping):
+        if response is not NO_RESPONSE:
+            raise TypeError(
+                "resume: give a mapping of interrupt id to answer, or one id and its answer"
+            )
+        return dict(interrupt_id)
+    if response is NO_RESPONSE:
+        raise TypeError(f"resume({interrupt_id!r}) needs the answer: resume(interrupt_id, answer)")
+    interrupt_run_id(interrupt_id)  # a clear error for something that is not an interrupt id
+    return {interrupt_id: response}
+
+
+# ------------------------------------------------------------------ blocking
+def drive_sleep(graph: RunProgram) -> Sleep:
+    """How a blocking run of ``graph`` waits: without an event loop when nothing needs one."""
+    return asyncio.sleep if graph.is_async else blocking_sleep
+
+
+def run_blocking(graph: RunProgram, coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` (a run of ``graph``) to its end, from synchronous code."""
+    if not graph.is_async:
+        return drive(coroutine)
+    return run_sync(coroutine)
+
+
+def drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends, without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError(
+        "a synchronous graph awaited something that needs an event loop; use arun()"
+    )  # pragma: no cover - every awaitable on the sync path completes immediately
+
+
+# ----------------------------------------------------------------- streaming
+_STREAM_END = object()
+
+
+async def _yielding_sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def stream_run(
+    graph: RunProgram,
+    input: GraphInput,
+    observers: Sequence[Observer | Listener],
+    run_id: str | None,
+    checkpoint_store: CheckpointStore | None,
+    checkpoint_id: str | None,
+    durability: Durability,
+    pause: PauseSignal | None,
+    pause_before: Iterable[str] | None,
+    pause_after: Iterable[str] | None,
+    serializer: StateSerializer | None,
+    stream_mode: StreamMode | Sequence[StreamMode],
+) -> AsyncIterator[Any]:
+    """Run ``graph`` and yield what ``stream_mode`` asks for as it happens.
+
+    Raises:
+        GraphRunError: after the run's last event, if the run failed.
+    """
+    convert = stream_converter(stream_mode)
+    # A deque and an Event rather than an asyncio.Queue: a step's events are
+    # appended at the cost of a list append, and the consumer takes every
+    # item that is ready before it waits again.
+    pending: collections.deque[Any] = collections.deque()
+    ready = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    home = threading.get_ident()
+
+    def push(item: Any) -> None:
+        pending.append(item)
+        ready.set()
+
+    def deliver(event: GraphEvent) -> None:
+        items = convert(event)
+        if not items:
+            return
+        if threading.get_ident() == home:
+            pending.extend(items)
+            ready.set()
+        else:  # a blocking node of a branch may emit from a worker thread
+            for item in items:
+                loop.call_soon_threadsafe(push, item)
+
+    listeners = (*observers, deliver)
+    options = durable_options(
+        graph, checkpoint_store, durability, pause, pause_before, pause_after, serializer
+    )
+    task = asyncio.ensure_future(
+        execute(graph, input, listeners, run_id, _yielding_sleep, options, checkpoint_id)
+    )
+    task.add_done_callback(lambda _: push(_STREAM_END))
+    try:
+        while True:
+            while pending:
+                item = pending.popleft()
+                if item is _STREAM_END:
+                    task.result()  # re-raise a failure after its last event
+                    return
+                yield item
+            ready.clear()
+            await ready.wait()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, GraphRunError):
+                await task

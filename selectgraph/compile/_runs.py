@@ -1,0 +1,403 @@
+"""Run methods: run, resume, stream and draw a graph, written once for AgentGraph and CompiledGraph.
+
+:class:`RunMethods` acts on the graph's compiled form, ``_compiled_graph()``: a
+CompiledGraph is its own, an AgentGraph compiles (cached until it changes).
+:class:`RunnableGraph` is that compiled form as these methods read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Generator, Iterable, Mapping, Sequence
+from typing import Any
+
+from selectgraph.compile._ascii import render_ascii
+from selectgraph.compile._execute import (
+    RunProgram,
+    continue_run,
+    drive,
+    drive_sleep,
+    durable_options,
+    execute,
+    run_blocking,
+    store_for,
+    stream_run,
+)
+from selectgraph.compile._langgraph import invoke_run, state_values
+from selectgraph.compile._mermaid import render_mermaid
+from selectgraph.compile._options import NO_RESPONSE, GraphInput, PauseSignal
+from selectgraph.core._result import GraphResult
+from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._state import GraphState
+from selectgraph.core._sync import iterate_sync
+from selectgraph.observe._delivery import DrainSummary, drain_events_for
+from selectgraph.observe._delivery import drain as drain_observers
+from selectgraph.observe._observer import Observer
+from selectgraph.observe._recorder import Listener
+from selectgraph.observe._stream import StreamMode
+from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.runtime._durable import Durability
+from selectgraph.runtime._resume import StateSnapshot, get_history, get_state, update_state
+from selectgraph.runtime._subgraph import GraphAdapter
+
+__all__ = ["RunMethods", "RunnableGraph"]
+
+
+class RunMethods:
+    """Running, resuming, streaming, inspecting and drawing a graph.
+
+    AgentGraph and CompiledGraph share these methods: a CompiledGraph runs
+    itself; an AgentGraph compiles first (cached until the graph changes) and
+    runs what it compiled, so a graph with errors raises GraphBuildError.
+    """
+
+    def _compiled_graph(self) -> RunnableGraph:
+        """The compiled graph these methods run."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ runs
+    def arun(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_id: str | None = None,
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        pause_before: Iterable[str] | None = None,
+        pause_after: Iterable[str] | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> Coroutine[Any, Any, GraphResult]:
+        """Run to a stop and return the result: ``result = await graph.arun(input)``.
+
+        The run is prepared (its input checked against the schema) when ``arun``
+        is called, and runs when the returned coroutine is awaited. Handing back
+        the run's own coroutine, rather than wrapping it in another, saves every
+        step of every run a layer of coroutine to resume.
+
+        Args:
+            input: A GraphState, a mapping of data, a prompt string, or None
+                (with ``checkpoint_id``, or a ``run_id`` that has checkpoints:
+                continue that run).
+            observers: Extra observers for this run only.
+            run_id: Identifier for the run (a random one by default). With a
+                store, a run id that already has checkpoints is continued.
+            checkpoint_store: Where the run keeps checkpoints (see
+                docs/persistence.md); none by default.
+            checkpoint_id: Continue from this checkpoint: the run's latest one
+                continues the run; an earlier one forks a new run (the original
+                is untouched).
+            durability: ``"sync"`` (each checkpoint saved before the next node
+                starts), ``"async"`` (saved in the background) or ``"exit"``
+                (only when the run stops or pauses).
+            pause: A PauseToken (or threading/asyncio Event): when set, the run
+                stops at the next node boundary, checkpointed.
+            pause_before: Nodes to pause before (adds to the graph's own).
+            pause_after: Nodes to pause after (adds to the graph's own).
+            serializer: Encodes the state for checkpoints and holds the
+                allow-list of classes that may be restored.
+
+        Raises:
+            GraphRunError: the run failed; ``error.state`` and ``error.result`` keep what was done.
+            ResumeError: the run cannot be continued as asked.
+        """
+        graph = self._compiled_graph()
+        options = durable_options(
+            graph, checkpoint_store, durability, pause, pause_before, pause_after, serializer
+        )
+        return execute(graph, input, observers, run_id, asyncio.sleep, options, checkpoint_id)
+
+    def run(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_id: str | None = None,
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        pause_before: Iterable[str] | None = None,
+        pause_after: Iterable[str] | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> GraphResult:
+        """Run to a stop and return the result (blocking); arguments as for :meth:`arun`.
+
+        A graph whose nodes and edges are all synchronous runs without an event
+        loop at all; otherwise this runs :meth:`arun` in one (on a worker thread
+        when called from inside a running loop).
+        """
+        graph = self._compiled_graph()
+        options = durable_options(
+            graph, checkpoint_store, durability, pause, pause_before, pause_after, serializer
+        )
+        return run_blocking(
+            graph,
+            execute(graph, input, observers, run_id, drive_sleep(graph), options, checkpoint_id),
+        )
+
+    # ---------------------------------------------------------------- resume
+    def aresume(
+        self,
+        interrupt_id: str | Mapping[str, Any],
+        response: Any = NO_RESPONSE,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        observers: Sequence[Observer | Listener] = (),
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> Coroutine[Any, Any, GraphResult]:
+        """Answer an interrupt and continue the run: ``await graph.aresume(interrupt_id, "yes")``.
+
+        In the process that paused, the generator node continues at its yield
+        (nothing before it runs again). Otherwise the run is loaded from
+        ``checkpoint_store``: completed nodes are not run again, and the paused
+        generator node starts over with its earlier answers fed back in order
+        (``context.once`` steps are not redone).
+
+        Args:
+            interrupt_id: The interrupt to answer, or a mapping of interrupt id to
+                answer to answer several at once (parallel branches).
+            response: The answer (JSON data); omitted with a mapping.
+            checkpoint_store: The store the run was saved in (needed unless the
+                run is still paused in this process).
+            observers: Extra observers for the continued run.
+            durability: As for :meth:`arun`.
+            pause: As for :meth:`arun`.
+            serializer: As for :meth:`arun`.
+
+        Raises:
+            ResumeError: an interrupt id is unknown or already answered.
+            CheckpointConflict: another process answered first; nothing ran.
+        """
+        graph = self._compiled_graph()
+        return continue_run(
+            graph,
+            interrupt_id,
+            response,
+            checkpoint_store,
+            observers,
+            durability,
+            pause,
+            serializer,
+            asyncio.sleep,
+        )
+
+    def resume(
+        self,
+        interrupt_id: str | Mapping[str, Any],
+        response: Any = NO_RESPONSE,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        observers: Sequence[Observer | Listener] = (),
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> GraphResult:
+        """Answer an interrupt and continue the run (blocking); see :meth:`aresume`."""
+        graph = self._compiled_graph()
+        return run_blocking(
+            graph,
+            continue_run(
+                graph,
+                interrupt_id,
+                response,
+                checkpoint_store,
+                observers,
+                durability,
+                pause,
+                serializer,
+                drive_sleep(graph),
+            ),
+        )
+
+    # ------------------------------------------------------------ time travel
+    def get_state(
+        self,
+        run_id: str,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> StateSnapshot:
+        """The run's latest checkpoint: its state, what runs next and any pending interrupts."""
+        graph = self._compiled_graph()
+        store = store_for(graph, "get_state", checkpoint_store)
+        return drive(get_state(graph, store, run_id, serializer or graph.serializer, True))
+
+    def get_history(
+        self,
+        run_id: str,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        limit: int | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> list[StateSnapshot]:
+        """Every checkpoint of the run, newest first; fork from one with ``checkpoint_id=``."""
+        graph = self._compiled_graph()
+        store = store_for(graph, "get_history", checkpoint_store)
+        return drive(get_history(graph, store, run_id, serializer or graph.serializer, True, limit))
+
+    def update_state(
+        self,
+        run_id: str,
+        values: Mapping[str, Any],
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        as_node: str | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> str:
+        """Correct a saved run's state before continuing it; returns the new checkpoint's id.
+
+        ``values`` are merged like a node's update (through the reducers). With
+        ``as_node``, they count as that node's output: the run continues by
+        routing from it (pending interrupts are dropped). Without, the run
+        continues where it was, interrupts and all.
+        """
+        graph = self._compiled_graph()
+        store = store_for(graph, "update_state", checkpoint_store)
+        options = durable_options(graph, store, "sync", None, None, None, serializer)
+        assert options is not None
+        return drive(update_state(graph, run_id, values, options, as_node=as_node, blocking=True))
+
+    # ------------------------------------------------------------ LangGraph's spellings
+    def invoke(
+        self, input: Any = None, config: Mapping[str, Any] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Run to a stop and return the final state's data, as LangGraph's ``invoke`` does.
+
+        ``config`` is LangGraph's (``configurable.thread_id`` is the run id,
+        ``configurable.checkpoint_id`` a checkpoint to continue or fork from,
+        ``recursion_limit`` the step limit); ``invoke(Command(resume=answer), config)``
+        answers the run's pending question. ``run()`` returns the whole GraphResult.
+        """
+        kind, graph, start, chosen = invoke_run(self._compiled_graph(), input, config, options)
+        if kind == "resume":
+            return state_values(graph.resume(start, **chosen))
+        return state_values(graph.run(start, **chosen))
+
+    async def ainvoke(
+        self, input: Any = None, config: Mapping[str, Any] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Async :meth:`invoke`."""
+        kind, graph, start, chosen = invoke_run(self._compiled_graph(), input, config, options)
+        if kind == "resume":
+            return state_values(await graph.aresume(start, **chosen))
+        return state_values(await graph.arun(start, **chosen))
+
+    def stream(
+        self,
+        input: Any = None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: StreamMode | Sequence[StreamMode] = "updates",
+        **options: Any,
+    ) -> Generator[Any, None, None]:
+        """Run and yield as it goes, from synchronous code (LangGraph's ``stream``).
+
+        The default ``stream_mode`` is ``"updates"`` (``{node: what it wrote}`` per
+        step), as in LangGraph; every mode of :meth:`astream` is available.
+        """
+        kind, graph, start, chosen = invoke_run(self._compiled_graph(), input, config, options)
+        if kind == "resume":
+            raise TypeError("stream() starts or continues a run; resume with invoke(Command(...))")
+        return iterate_sync(lambda: graph.astream(start, stream_mode=stream_mode, **chosen))
+
+    # ------------------------------------------------------------- streaming
+    def astream(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_id: str | None = None,
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        pause_before: Iterable[str] | None = None,
+        pause_after: Iterable[str] | None = None,
+        serializer: StateSerializer | None = None,
+        stream_mode: StreamMode | Sequence[StreamMode] = "events",
+    ) -> AsyncIterator[Any]:
+        """Run and yield what it does as it happens.
+
+        ``stream_mode`` chooses what is yielded (see docs/events.md):
+
+        - ``"events"`` (default): every GraphEvent; the last is RunFinished (with
+          ``.result``), RunPaused, RunFailed or RunCancelled.
+        - ``"updates"``: ``{node: what it wrote}`` after each node of this graph.
+        - ``"values"``: the state's data (a dict) at the start and after each step.
+        - ``"messages"``: ``(text, metadata)`` for each piece of text an agent
+          streams, from subgraphs and branches too (``metadata["node_path"]``).
+        - ``"custom"``: what nodes publish with ``context.emit_custom(data)``.
+
+        Several modes (a list) yield ``(mode, item)`` pairs.
+
+        Raises:
+            GraphRunError: after the run's last event, if the run failed.
+        """
+        # Only compiling happens now; the stream checks its options when first read.
+        return stream_run(
+            self._compiled_graph(),
+            input,
+            observers,
+            run_id,
+            checkpoint_store,
+            checkpoint_id,
+            durability,
+            pause,
+            pause_before,
+            pause_after,
+            serializer,
+            stream_mode,
+        )
+
+    async def drain(self, timeout: float | None = None) -> DrainSummary:
+        """Wait until async observers got every event queued so far (see :func:`drain`).
+
+        Async observers (AsyncAgentObserver, ``async def on_event``) run on a
+        queue and may still be busy after a run returns; a short-lived script
+        should drain before it exits (at exit selectgraph waits up to 5 s).
+        """
+        self._compiled_graph()  # an AgentGraph with errors raises GraphBuildError here
+        return await drain_observers(timeout)
+
+    async def drain_events_for(self, run_id: str, *, timeout: float | None = None) -> DrainSummary:
+        """Wait until async observers got the events of run ``run_id`` queued so far."""
+        self._compiled_graph()  # an AgentGraph with errors raises GraphBuildError here
+        return await drain_events_for(run_id, timeout=timeout)
+
+    # ------------------------------------------------------------- as a node
+    def __call__(self, state: GraphState) -> GraphState:
+        """Run on ``state`` and return the final state, so a graph is callable like a node."""
+        return self.run(state).state
+
+    def __selectgraph_node__(self, name: str) -> GraphAdapter:
+        return GraphAdapter(self._compiled_graph())
+
+    # ------------------------------------------------------------- drawing
+    def to_mermaid(self, result: GraphResult | None = None) -> str:
+        """A Mermaid flowchart; with ``result``, the edges that fired are highlighted."""
+        return render_mermaid(self._compiled_graph(), result)
+
+    def visualize(self, format: str = "ascii", result: GraphResult | None = None) -> str:
+        """A text picture of the graph: ``"ascii"`` or ``"mermaid"``."""
+        graph = self._compiled_graph()
+        if format == "mermaid":
+            return render_mermaid(graph, result)
+        if format == "ascii":
+            return render_ascii(graph, result)
+        raise ValueError(f"unknown format {format!r}; use 'ascii' or 'mermaid'")
+
+
+class RunnableGraph(RunMethods, RunProgram):
+    """A compiled graph as the run methods read it (CompiledGraph is the one there is).
+
+    It is the runtime's GraphProgram, a default checkpoint store, and the run
+    methods, which a LangGraph ``config`` may call on a copy of it.
+    """
+
+    def _compiled_graph(self) -> RunnableGraph:
+        return self
