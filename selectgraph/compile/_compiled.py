@@ -1,7 +1,7 @@
 """Compiled graph: the validated, immutable graph compile builds, what a step needs precomputed.
 
 Its run methods (run, arun, astream...) come from :class:`~selectgraph.compile._runs.RunMethods`,
-which AgentGraph shares; the names run options are typed with are importable from here.
+which AgentGraph shares; the types of their options are in ``_options``.
 """
 
 from __future__ import annotations
@@ -11,13 +11,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from selectgraph.compile._options import (
-    NO_RESPONSE,
-    GraphInput,
-    ResumeOptions,
-    RunOptions,
-    StreamOptions,
-)
+from selectgraph.compile._options import GraphInput
 from selectgraph.compile._runs import RunnableGraph
 from selectgraph.core._errors import Diagnostic
 from selectgraph.core._policies import ErrorPolicy
@@ -37,14 +31,7 @@ from selectgraph.runtime._start import prepare_state, start_run
 from selectgraph.state._merge import Merger
 from selectgraph.state._schema import StateSchema
 
-__all__ = [
-    "NO_RESPONSE",
-    "CompiledGraph",
-    "GraphInput",
-    "ResumeOptions",
-    "RunOptions",
-    "StreamOptions",
-]
+__all__ = ["CompiledGraph"]
 
 
 class CompiledGraph(RunnableGraph):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Unpack
 
 from selectgraph.build._builder import AgentGraph
-from selectgraph.compile._compiled import RunOptions, StreamOptions
+from selectgraph.compile._options import RunOptions, StreamOptions
 from selectgraph.core._models import as_models
 from selectgraph.core._result import GraphResult
 from selectgraph.providers._base import Provider

@@ -16,7 +16,7 @@ from typing import Any, Literal, Unpack
 from selectgraph.agents._agent import AgentOutputError
 from selectgraph.agents._defaults import default_provider
 from selectgraph.build._builder import AgentGraph
-from selectgraph.compile._compiled import NO_RESPONSE, ResumeOptions, RunOptions, StreamOptions
+from selectgraph.compile._options import NO_RESPONSE, ResumeOptions, RunOptions, StreamOptions
 from selectgraph.core._control import CancellationToken
 from selectgraph.core._messages import Message
 from selectgraph.core._result import GraphResult

@@ -28,7 +28,7 @@ from selectgraph import (
     Scatter,
     append,
 )
-from selectgraph.compile._compiled import GraphInput
+from selectgraph.compile._options import GraphInput
 from selectgraph.providers import LocalProvider
 
 

@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from selectgraph.build._builder import AgentGraph
-from selectgraph.compile._compiled import CompiledGraph, GraphInput
+from selectgraph.compile._compiled import CompiledGraph
+from selectgraph.compile._options import GraphInput
 from selectgraph.core._errors import ResumeError
 from selectgraph.core._interrupts import interrupt_run_id
 from selectgraph.core._serialization import StateSerializer

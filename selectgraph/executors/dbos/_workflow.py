@@ -17,7 +17,8 @@ from typing import Any, Final
 
 from dbos import DBOS
 
-from selectgraph.compile._compiled import CompiledGraph, GraphInput
+from selectgraph.compile._compiled import CompiledGraph
+from selectgraph.compile._options import GraphInput
 from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._serialization import StateSerializer
