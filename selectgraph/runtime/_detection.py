@@ -9,7 +9,6 @@ from selectgraph.core._run_errors import LoopDetected
 from selectgraph.observe._events import LoopDetected as LoopDetectedEvent
 from selectgraph.observe._events import StallDetected
 from selectgraph.runtime._run_state import RunState
-from selectgraph.state._fingerprint import StateFingerprint
 from selectgraph.state._output import NodeOutput
 
 __all__ = ["Detection", "changes_nothing"]
@@ -65,22 +64,15 @@ class Detection(RunState):
             node=node,
         )
 
-    def _watch(self, node: str, quiet: bool, fp: StateFingerprint | None, threshold: int) -> None:
-        """After a step: count it as unchanged or not, and report a stall when due.
+    def _stalled(self, node: str, threshold: int, quiet: bool) -> None:
+        """After a step: count it as unchanged (``quiet``) or not; report a stall when due.
 
         Before fingerprints start, ``quiet`` says whether the step's update changed
         nothing; from then on, whether the state's fingerprint stayed the same.
         """
-        if fp is not None:
-            quiet = fp.total == self._last_total
-            self._last_total = fp.total
-        if quiet:
-            self._stalled(node, threshold)
-        elif self._unchanged:
+        if not quiet:
             self._unchanged = 0
-
-    def _stalled(self, node: str, threshold: int) -> None:
-        """One more step left the state unchanged; report a stall every ``threshold`` of them."""
+            return
         self._unchanged += 1
         if self._unchanged >= threshold:
             self._stalls += 1

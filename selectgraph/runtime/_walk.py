@@ -32,7 +32,6 @@ from selectgraph.core._control import (
 from selectgraph.core._control import enter as enter_control
 from selectgraph.core._control import leave as leave_control
 from selectgraph.core._interrupts import NodeInterrupt
-from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError, ReducerError, StateValidationError
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.nodes._output import read_output
@@ -84,6 +83,8 @@ class Walker(FanOuts, Routing, Detection, Stops):
 
     _where: tuple[str, Any] = ("", None)
     """(the node, the target) where the walk was when it stopped on an exception."""
+    _guards = False
+    """Whether anything but the step limit may stop this walk before a node (see _refusal)."""
     _checks = False
     """Whether budgets or a token are checked before each node."""
     _nested: RunControl | None = None
@@ -102,7 +103,10 @@ class Walker(FanOuts, Routing, Detection, Stops):
         self._where = (self._fan_out_source, target)
         try:
             if top:
-                self._announce(target)
+                if self.resumed_from is None and not self.resumed_live:
+                    self.recorder.record_delivering(RunStarted, 0, target, state=self.state)
+                else:
+                    self._announce_resume()
                 if self.first_write is not None:
                     await self._write_first()
             name = self._fan_out_source
@@ -117,7 +121,9 @@ class Walker(FanOuts, Routing, Detection, Stops):
                 return stop
             if self.durable is not None:
                 return await self._stop_durably(stop)
-            return self._ended(stop)
+            if stop == "max_steps":
+                return self._stop_at_limit(self._stopped_at)
+            return self._finish("end" if stop == "join" else stop)
         except (BudgetStop, RunCancelledByToken) as signal:
             name, at = self._where
             return await self._stopped_by(signal, name, type(at) is Branches)
@@ -152,9 +158,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
     async def _steps(self, target: str | EndType | Branches, name: str) -> Stop:
         """The cycle: check limits, pick the node, run it, take its output, checkpoint, route.
 
-        ``name`` is the node the walk comes from. Returns why the walk stopped; on
-        the way out of an exception it leaves where it was in ``_where`` for
-        :meth:`walk`. (The module's docstring says why the common path is here.)
+        ``name`` is where the walk comes from; the stop is returned (see :meth:`walk`).
         """
         graph, settings = self.graph, self.graph.settings
         nodes, all_routes, reducers = graph.nodes, graph.routes, graph.schema.reducers
@@ -165,7 +169,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
         stall_threshold = settings.stall_threshold if self.detect else None
         fp: StateFingerprint | None = None  # each walk starts them afresh, at a revisit
         seen: dict[tuple[str, int], int] | None = None
-        guarded = self._guarded()
+        guarded = self._guards
         output: Any  # a NodeOutput, or what _recover says of a failure (a bool)
         try:
             # Past the identity check names compare by value (a router may return an equal str).
@@ -243,7 +247,10 @@ class Walker(FanOuts, Routing, Detection, Stops):
                     target, wrote = await self._route(spec, routes, ok, goto)
                     quiet = quiet and not wrote
                 if stall_threshold is not None:
-                    self._watch(name, quiet, fp, stall_threshold)
+                    if fp is not None:  # from here on, quiet means "fingerprint unchanged"
+                        quiet, self._last_total = fp.total == self._last_total, fp.total
+                    if quiet or self._unchanged:
+                        self._stalled(name, stall_threshold, quiet)
         except BaseException:
             self._where = (name, target)  # where the walk was, for walk()'s handlers
             raise
@@ -251,16 +258,21 @@ class Walker(FanOuts, Routing, Detection, Stops):
 
     # ------------------------------------------------------- around the loop
     def _take_control(self, top: bool) -> Any:
-        """Set up budgets and cancellation for this walk; returns what leaving needs.
+        """Set up budgets, cancellation and gates for this walk; returns what leaving needs.
 
         The outermost run owns the control (usage so far, budgets, cancellation);
         its subgraphs and branches see it through the context and check its time
         and token before each node.
         """
+        durable = self.durable
+        self._guards = bool(
+            self.abort is not None or (durable is not None and durable.pause_before)
+        )
         outer = current_control()
         if outer is not None:
             if outer.checked:
                 self._nested = outer
+                self._guards = True
             return None
         if not top:
             return None
@@ -269,22 +281,20 @@ class Walker(FanOuts, Routing, Detection, Stops):
             settings.budget or _NO_BUDGET, settings.cancellation_token, self.usage
         )
         self._checks = settings.controlled
+        self._guards = self._guards or self._checks
         return enter_control(control)
 
-    def _announce(self, target: Any) -> None:
-        """RunStarted, or RunResumed for a run continued from a checkpoint or a pause."""
-        if self.resumed_from is None and not self.resumed_live:
-            self.recorder.record_delivering(RunStarted, 0, target, state=self.state)
-        else:
-            answered_node, answered = self.resumed_answer
-            self.recorder.record(
-                RunResumed,
-                self.steps,
-                self.resumed_from,
-                self.resumed_live,
-                answered_node,
-                answered,
-            )
+    def _announce_resume(self) -> None:
+        """RunResumed, for a run continued from a checkpoint or a pause in this process."""
+        answered_node, answered = self.resumed_answer
+        self.recorder.record(
+            RunResumed,
+            self.steps,
+            self.resumed_from,
+            self.resumed_live,
+            answered_node,
+            answered,
+        )
 
     async def _write_first(self) -> None:
         """The checkpoint of the run's input, or of the fork it starts (once announced)."""
@@ -324,13 +334,6 @@ class Walker(FanOuts, Routing, Detection, Stops):
                 self._pause_next = [target]
                 return "paused"
         return None
-
-    def _guarded(self) -> bool:
-        """Whether anything but the step limit may stop this walk before a node."""
-        if self._checks or self._nested is not None or self.abort is not None:
-            return True
-        durable = self.durable
-        return durable is not None and bool(durable.pause_before)
 
     async def _checkpointed(self, durable: Durable, name: str, ok: bool, goto: Any) -> bool:
         """Checkpoint after ``name``; returns whether the run pauses there."""
@@ -387,12 +390,6 @@ class Walker(FanOuts, Routing, Detection, Stops):
         self._fan_out_source = source
         stop = await self._fan_out_from(source, branches)
         return stop, self._after_fan_out
-
-    def _ended(self, stop: Stop) -> GraphResult:
-        """A whole run without a store reached its end, a limit or a loop stop: its result."""
-        if stop == "max_steps":
-            return self._stop_at_limit(self._stopped_at)
-        return self._finish("end" if stop == "join" else stop)
 
     # ---------------------------------------------------- how a walk is cut short
     async def _stopped_by(

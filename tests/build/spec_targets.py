@@ -1,4 +1,4 @@
-"""Objects that tests/graph/test_spec.py references from specs as ``module:attribute``."""
+"""Objects that tests/build/test_spec.py references from specs as ``module:attribute``."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from selectgraph import (
 from selectgraph.build._spec import NodeEntry, load_reference
 from selectgraph.graph import Condition
 from selectgraph.routing._edges import Edge
-from tests.graph import spec_targets
-from tests.graph.spec_targets import (
+from tests.build import spec_targets
+from tests.build.spec_targets import (
     Article,
     add_up,
     draft,
@@ -40,7 +40,7 @@ from tests.graph.spec_targets import (
     route_by_score,
 )
 
-M = "tests.graph.spec_targets"
+M = "tests.build.spec_targets"
 
 
 def ref(name: str) -> str:
@@ -828,7 +828,7 @@ def test_allow_list_refuses_a_node_call_from_another_module() -> None:
 def test_allow_list_is_checked_before_the_module_is_imported() -> None:
     # The module raises when imported: a refusal that names the allow-list, not
     # the RuntimeError, shows it was never imported.
-    spec = minimal(nodes={"a": {"call": "tests.graph.spec_raises_on_import:x", "next": "END"}})
+    spec = minimal(nodes={"a": {"call": "tests.build.spec_raises_on_import:x", "next": "END"}})
 
     with pytest.raises(GraphSpecError) as info:
         GraphSpec.from_dict(spec, allowed_modules=ALLOW_TARGETS)
@@ -874,7 +874,7 @@ def test_allow_list_accepts_a_referenced_subgraph_router_and_reducer() -> None:
         "edges": [{"from": "writer", "router": ref("Routers.always_polish")}],
     }
 
-    graph = GraphSpec.from_dict(spec, allowed_modules=["tests.graph"]).build()
+    graph = GraphSpec.from_dict(spec, allowed_modules=["tests.build"]).build()
 
     assert graph.run({"topic": "owls"}).node_order == ["writer", "polish"]
 
@@ -882,7 +882,7 @@ def test_allow_list_accepts_a_referenced_subgraph_router_and_reducer() -> None:
 def test_allowed_module_entry_covers_submodules_not_longer_names() -> None:
     call = {"nodes": {"a": {"call": ref("review"), "next": "END"}}}
 
-    for allowed in (["tests"], ["tests.graph."], [M]):
+    for allowed in (["tests"], ["tests.build."], [M]):
         assert GraphSpec.from_dict(minimal(**call), allowed_modules=allowed).build()
     with pytest.raises(GraphSpecError, match=r"not in the allowed modules \('tests\.gra'\)"):
         GraphSpec.from_dict(minimal(**call), allowed_modules=["tests.gra"])
@@ -974,22 +974,22 @@ def test_relative_import_is_a_located_spec_error() -> None:
 
 
 def test_module_that_raises_on_import_is_a_located_spec_error() -> None:
-    spec = minimal(nodes={"a": {"call": "tests.graph.spec_raises_on_import:x", "next": "END"}})
+    spec = minimal(nodes={"a": {"call": "tests.build.spec_raises_on_import:x", "next": "END"}})
 
     message = spec_error(spec)
 
     assert message == (
-        "nodes.a.call: importing module 'tests.graph.spec_raises_on_import' raised "
+        "nodes.a.call: importing module 'tests.build.spec_raises_on_import' raised "
         "RuntimeError: this module refuses to load"
     )
 
 
 def test_attribute_lookup_that_raises_is_a_located_spec_error() -> None:
-    spec = minimal(nodes={"a": {"call": "tests.graph.spec_lookup_fails:thing"}})
+    spec = minimal(nodes={"a": {"call": "tests.build.spec_lookup_fails:thing"}})
 
     message = spec_error(spec)
 
-    assert message.startswith("nodes.a.call: looking up 'thing' in 'tests.graph.spec_lookup_fails'")
+    assert message.startswith("nodes.a.call: looking up 'thing' in 'tests.build.spec_lookup_fails'")
     assert "RuntimeError: no lookups here (thing)" in message
 
 
@@ -1194,7 +1194,7 @@ def test_deeply_nested_json_is_a_spec_error() -> None:
 
 
 def test_from_spec_passes_the_allow_list_on() -> None:
-    assert AgentGraph.from_spec(ARTICLE_SPEC, allowed_modules=["tests.graph"]).nodes
+    assert AgentGraph.from_spec(ARTICLE_SPEC, allowed_modules=["tests.build"]).nodes
     with pytest.raises(GraphSpecError, match="allowed"):
         AgentGraph.from_spec(ARTICLE_SPEC, allowed_modules=["myapp"])
     spec = GraphSpec.from_dict(ARTICLE_SPEC)
