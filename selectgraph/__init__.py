@@ -113,7 +113,7 @@ from selectgraph.persistence import (
 )
 from selectgraph.routing._directives import Command
 from selectgraph.runtime._durable import Durability
-from selectgraph.runtime._resume import StateSnapshot
+from selectgraph.runtime._inspect import StateSnapshot
 from selectgraph.supervisor import (
     ModelSplit,
     SupervisorAgent,
@@ -124,9 +124,26 @@ from selectgraph.supervisor import (
 
 __version__ = "0.1.0"
 
+from selectgraph.core._errors import ThreadBusy, ThreadIdError, ThreadTakenOver
+from selectgraph.persistence._threads import (
+    MultitaskStrategy,
+    StoredEvent,
+    Thread,
+    ThreadRun,
+    ThreadStore,
+)
+from selectgraph.runtime._thread_view import ThreadSnapshot, ThreadStatus
+from selectgraph.state._add_messages import (
+    REMOVE_ALL_MESSAGES,
+    MessagesState,
+    RemoveMessage,
+    add_messages,
+)
+
 __all__ = [
     "END",
     "LAST_OUTPUT",
+    "REMOVE_ALL_MESSAGES",
     "START",
     "STATE_KEY_LAST_OUTPUT",
     "Agent",
@@ -178,7 +195,9 @@ __all__ = [
     "MergeConflictError",
     "MergePolicy",
     "Message",
+    "MessagesState",
     "ModelSplit",
+    "MultitaskStrategy",
     "NodeCache",
     "NodeContext",
     "NodeContractError",
@@ -196,6 +215,7 @@ __all__ = [
     "Reducer",
     "ReducerConfigurationError",
     "ReducerError",
+    "RemoveMessage",
     "ResumeError",
     "RetryPolicy",
     "Role",
@@ -210,11 +230,20 @@ __all__ = [
     "StateSnapshot",
     "StateValidationError",
     "StepType",
+    "StoredEvent",
     "StreamMode",
     "SupervisorAgent",
     "SupervisorError",
     "SupervisorResult",
     "SupervisorStrategy",
+    "Thread",
+    "ThreadBusy",
+    "ThreadIdError",
+    "ThreadRun",
+    "ThreadSnapshot",
+    "ThreadStatus",
+    "ThreadStore",
+    "ThreadTakenOver",
     "Tool",
     "ToolCall",
     "TraceStep",
@@ -222,6 +251,7 @@ __all__ = [
     "Usage",
     "Verdict",
     "VisitLimitExceeded",
+    "add_messages",
     "append",
     "bounded_append",
     "concat_flatten",

@@ -22,6 +22,12 @@ from selectgraph.routing._directives import Command, Directive, goto, update
 from selectgraph.routing._parallel import FailureMode, MergePolicy, ParallelGroup, Scatter
 from selectgraph.routing._safe_eval import Condition, ConditionSyntaxError, parse_condition
 from selectgraph.runtime._settings import GraphSettings
+from selectgraph.state._add_messages import (
+    REMOVE_ALL_MESSAGES,
+    MessagesState,
+    RemoveMessage,
+    add_messages,
+)
 from selectgraph.state._reducers import (
     Reducer,
     append,
@@ -37,6 +43,7 @@ from selectgraph.state._reducers import (
 
 __all__ = [
     "LAST_OUTPUT",
+    "REMOVE_ALL_MESSAGES",
     "STATE_KEY_LAST_OUTPUT",
     "AgentGraph",
     "Command",
@@ -53,6 +60,7 @@ __all__ = [
     "LoopAction",
     "MaxStepsAction",
     "MergePolicy",
+    "MessagesState",
     "NodeAdapter",
     "NodeContext",
     "NodeResult",
@@ -61,9 +69,11 @@ __all__ = [
     "ParallelGroup",
     "Quality",
     "Reducer",
+    "RemoveMessage",
     "RetryPolicy",
     "Scatter",
     "StopReason",
+    "add_messages",
     "append",
     "bounded_append",
     "concat_flatten",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
@@ -27,12 +28,14 @@ from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import Listener
 from selectgraph.observe._stream import StreamMode, stream_converter
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.runtime._durable import Durability
+from selectgraph.runtime._durable import Durability, EventLog
 from selectgraph.runtime._guard import fast_route_target, guard_input, guard_start
 from selectgraph.runtime._program import GraphProgram
-from selectgraph.runtime._resume import DurableOptions, resume_run, start_durable_run
+from selectgraph.runtime._restore import DurableOptions
+from selectgraph.runtime._resume import resume_run, start_durable_run
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep
 from selectgraph.runtime._start import start_run
+from selectgraph.runtime._threads import ThreadOptions
 
 __all__ = [
     "RunProgram",
@@ -65,17 +68,20 @@ def durable_options(
     pause_before: Iterable[str] | None,
     pause_after: Iterable[str] | None,
     serializer: StateSerializer | None,
+    thread: ThreadOptions | None = None,
+    event_log: EventLog = True,
 ) -> DurableOptions | None:
     """How a run of ``graph`` keeps checkpoints and pauses; ``None`` for a run that keeps none.
 
     Raises:
-        ValueError: a pause without a store, an unknown node or durability.
+        ValueError: a pause or a thread without a store, an unknown node or durability.
         TypeError: ``pause`` has no ``is_set()``.
     """
     if store is None:
         store = graph.checkpointer
     if (
         store is None
+        and thread is None
         and pause is None
         and pause_before is None
         and pause_after is None
@@ -87,6 +93,11 @@ def durable_options(
     before = graph.settings.pause_before | _check_nodes(graph, "pause_before", pause_before)
     after = graph.settings.pause_after | _check_nodes(graph, "pause_after", pause_after)
     if store is None:
+        if thread is not None:
+            raise ValueError(
+                f"thread {thread.thread_id!r} lives in a checkpoint store: pass "
+                "checkpoint_store=..., or compile the graph with compile(checkpointer=...)"
+            )
         if pause is not None or before or after:
             raise ValueError(
                 "pausing a run (pause=, pause_before=, pause_after=) needs a "
@@ -107,6 +118,8 @@ def durable_options(
         pause=pause,
         pause_before=before,
         pause_after=after,
+        thread=thread,
+        event_log=event_log,
     )
 
 
@@ -149,9 +162,10 @@ def execute(
     sleep: Sleep,
     options: DurableOptions | None = None,
     checkpoint_id: str | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> Coroutine[Any, Any, GraphResult]:
     """A prepared run of ``graph`` (input checked, guardrails run): the coroutine runs it."""
-    started = _start(graph, input, observers, run_id, sleep, options, checkpoint_id)
+    started = _start(graph, input, observers, run_id, sleep, options, checkpoint_id, config)
     token = graph.settings.cancellation_token
     if token is None or sleep is blocking_sleep:
         return started  # a run without an event loop stops at its next node
@@ -166,9 +180,12 @@ def _start(
     sleep: Sleep,
     options: DurableOptions | None,
     checkpoint_id: str | None,
+    config: Mapping[str, Any] | None,
 ) -> Coroutine[Any, Any, GraphResult]:
     listeners = tuple(as_listener(o) for o in observers) if observers else ()
     if options is not None:
+        if config:
+            options = dataclasses.replace(options, config=dict(config))
         return start_durable_run(
             graph,
             input,
@@ -181,6 +198,8 @@ def _start(
     if checkpoint_id is not None:
         raise ValueError("checkpoint_id needs the checkpoint_store it was saved in")
     run = start_run(graph, input, run_id=run_id, listeners=listeners, sleep=sleep)
+    if config:
+        run.config = dict(config)
     settings = graph.settings
     if settings.input_guardrails is None and settings.fast_route_fn is None:
         return run.execute()  # the common case
@@ -214,10 +233,13 @@ def continue_run(
     pause: PauseSignal | None,
     serializer: StateSerializer | None,
     sleep: Sleep,
+    config: Mapping[str, Any] | None = None,
 ) -> Coroutine[Any, Any, GraphResult]:
     """A paused run of ``graph`` with its interrupts answered: the coroutine continues it."""
     answers = _answers(interrupt_id, response)
     options = durable_options(graph, checkpoint_store, durability, pause, None, None, serializer)
+    if options is not None and config:
+        options = dataclasses.replace(options, config=dict(config))
     listeners = tuple(as_listener(o) for o in observers) if observers else ()
     resumed = resume_run(graph, answers, options, listeners=listeners, sleep=sleep)
     token = graph.settings.cancellation_token
@@ -285,6 +307,9 @@ async def stream_run(
     pause_after: Iterable[str] | None,
     serializer: StateSerializer | None,
     stream_mode: StreamMode | Sequence[StreamMode],
+    thread: ThreadOptions | None = None,
+    event_log: EventLog = True,
+    config: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Any]:
     """Run ``graph`` and yield what ``stream_mode`` asks for as it happens.
 
@@ -317,10 +342,18 @@ async def stream_run(
 
     listeners = (*observers, deliver)
     options = durable_options(
-        graph, checkpoint_store, durability, pause, pause_before, pause_after, serializer
+        graph,
+        checkpoint_store,
+        durability,
+        pause,
+        pause_before,
+        pause_after,
+        serializer,
+        thread,
+        event_log,
     )
     task = asyncio.ensure_future(
-        execute(graph, input, listeners, run_id, _yielding_sleep, options, checkpoint_id)
+        execute(graph, input, listeners, run_id, _yielding_sleep, options, checkpoint_id, config)
     )
     task.add_done_callback(lambda _: push(_STREAM_END))
     try:

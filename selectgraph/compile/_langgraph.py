@@ -4,7 +4,8 @@ A LangGraph user's first lines work unchanged: ``graph.invoke(inputs, config)``
 runs the graph and returns the final state's data (a dict, as LangGraph does; use
 ``run()`` for selectgraph's full GraphResult). ``config`` is LangGraph's:
 ``{"configurable": {"thread_id": ..., "checkpoint_id": ...}, "recursion_limit": n}``,
-read as selectgraph's ``run_id``, ``checkpoint_id`` and ``max_steps``. The mapping of
+read as selectgraph's ``thread_id`` (a conversation: each call is a new run on it),
+``checkpoint_id``, the nodes' ``context.config`` and ``max_steps``. The mapping of
 every concept is in docs/coming-from-langgraph.md.
 """
 
@@ -22,7 +23,7 @@ from selectgraph.runtime._settings import GraphSettings
 
 if TYPE_CHECKING:
     from selectgraph.core._result import GraphResult
-    from selectgraph.runtime._resume import StateSnapshot
+    from selectgraph.runtime._thread_view import ThreadSnapshot
 
 __all__ = ["ConfigurableGraph", "from_config", "invoke_run", "state_values"]
 
@@ -35,17 +36,16 @@ class ConfigurableGraph(Protocol):
     checkpointer: CheckpointStore | None
     """The store of runs given none, where ``Command(resume=...)`` finds the run."""
 
-    def get_state(
-        self, run_id: str, *, checkpoint_store: CheckpointStore | None = None
-    ) -> StateSnapshot:
-        """The run's latest checkpoint (its pending interrupts)."""
+    def get_thread(
+        self, thread_id: str, *, checkpoint_store: CheckpointStore | None = None
+    ) -> ThreadSnapshot:
+        """The thread (its pending interrupts)."""
         ...
 
 
 G = TypeVar("G", bound=ConfigurableGraph)
 
 _CONFIG_KEYS = frozenset({"configurable", "recursion_limit", "tags", "metadata", "run_name"})
-_CONFIGURABLE_KEYS = frozenset({"thread_id", "checkpoint_id"})
 
 
 def from_config(
@@ -53,8 +53,11 @@ def from_config(
 ) -> tuple[G, dict[str, Any]]:
     """The graph and run options a LangGraph ``config`` means.
 
-    ``tags``, ``metadata`` and ``run_name`` (tracing labels in LangGraph) are accepted
-    and ignored; anything else is refused, naming it.
+    ``configurable.thread_id`` is the thread the run goes on, ``configurable.checkpoint_id``
+    a checkpoint to go on from (a fork); every ``configurable`` key (those two
+    included) reaches the nodes as ``context.config``. ``recursion_limit`` is the step
+    limit. ``tags``, ``metadata`` and ``run_name`` (tracing labels in LangGraph) are
+    accepted and ignored; anything else is refused, naming it.
 
     Raises:
         TypeError: ``config`` is not a mapping.
@@ -68,18 +71,17 @@ def from_config(
     if unknown:
         raise ValueError(
             f"config has {', '.join(map(repr, unknown))}, which selectgraph does not read; it "
-            "reads configurable.thread_id, configurable.checkpoint_id and recursion_limit"
+            "reads configurable (thread_id, checkpoint_id and values for the nodes) and "
+            "recursion_limit"
         )
     options = dict(options)
     configurable = config.get("configurable") or {}
-    extra = sorted(set(configurable) - _CONFIGURABLE_KEYS)
-    if extra:
-        raise ValueError(
-            f"config['configurable'] has {', '.join(map(repr, extra))}; selectgraph reads "
-            "thread_id (the run id) and checkpoint_id. Pass other run-time values in the input"
-        )
+    if not isinstance(configurable, Mapping):
+        raise TypeError(f"config['configurable'] must be a dict, got {configurable!r}")
+    if configurable:
+        options["config"] = dict(configurable)
     if "thread_id" in configurable:
-        options["run_id"] = str(configurable["thread_id"])
+        options["thread_id"] = str(configurable["thread_id"])
     if "checkpoint_id" in configurable:
         options["checkpoint_id"] = str(configurable["checkpoint_id"])
     limit = config.get("recursion_limit")
@@ -109,16 +111,16 @@ def invoke_run(
             "router returns Command(goto=..., update=...)"
         )
     store = options.get("checkpoint_store") or graph.checkpointer
-    run_id = options.pop("run_id", None)
+    thread_id = options.pop("thread_id", None)
     options.pop("checkpoint_id", None)
-    if store is None or run_id is None:
+    if store is None or thread_id is None:
         raise ResumeError(
             "Command(resume=...) continues a saved run: give the graph a checkpointer "
-            "(compile(checkpointer=...)) and the run's thread_id in config['configurable']"
+            "(compile(checkpointer=...)) and the thread_id in config['configurable']"
         )
-    pending = graph.get_state(run_id, checkpoint_store=store).interrupts
+    pending = graph.get_thread(thread_id, checkpoint_store=store).interrupts
     if not pending:
-        raise ResumeError(f"run {run_id!r} is not waiting for an answer", run_id=run_id)
+        raise ResumeError(f"thread {thread_id!r} is not waiting for an answer")
     answer = input.resume
     if len(pending) == 1 and not (
         isinstance(answer, Mapping) and set(answer) <= {i.id for i in pending} and answer
@@ -128,9 +130,8 @@ def invoke_run(
         answers = dict(answer)
     else:
         raise ResumeError(
-            f"run {run_id!r} waits on {len(pending)} questions; resume with a mapping of their "
-            f"ids to answers: {[i.id for i in pending]}",
-            run_id=run_id,
+            f"thread {thread_id!r} waits on {len(pending)} questions; resume with a mapping "
+            f"of their ids to answers: {[i.id for i in pending]}"
         )
     options["checkpoint_store"] = store
     return "resume", graph, answers, options

@@ -26,6 +26,7 @@ from selectgraph.compile._execute import (
 from selectgraph.compile._langgraph import invoke_run, state_values
 from selectgraph.compile._mermaid import render_mermaid
 from selectgraph.compile._options import NO_RESPONSE, GraphInput, PauseSignal
+from selectgraph.core._errors import ResumeError
 from selectgraph.core._result import GraphResult
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState
@@ -36,9 +37,12 @@ from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
 from selectgraph.observe._stream import StreamMode
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.runtime._durable import Durability
-from selectgraph.runtime._resume import StateSnapshot, get_history, get_state, update_state
+from selectgraph.persistence._threads import MultitaskStrategy
+from selectgraph.runtime._durable import Durability, EventLog
+from selectgraph.runtime._inspect import StateSnapshot, get_history, get_state, update_state
 from selectgraph.runtime._subgraph import GraphAdapter
+from selectgraph.runtime._thread_view import ThreadSnapshot, copy_thread, get_thread
+from selectgraph.runtime._threads import ThreadOptions, thread_store
 
 __all__ = ["RunMethods", "RunnableGraph"]
 
@@ -69,6 +73,12 @@ class RunMethods:
         pause_before: Iterable[str] | None = None,
         pause_after: Iterable[str] | None = None,
         serializer: StateSerializer | None = None,
+        thread_id: str | None = None,
+        multitask_strategy: MultitaskStrategy = "reject",
+        thread_metadata: Mapping[str, Any] | None = None,
+        thread_ttl: float | None = None,
+        event_log: EventLog = True,
+        config: Mapping[str, Any] | None = None,
     ) -> Coroutine[Any, Any, GraphResult]:
         """Run to a stop and return the result: ``result = await graph.arun(input)``.
 
@@ -98,16 +108,42 @@ class RunMethods:
             pause_after: Nodes to pause after (adds to the graph's own).
             serializer: Encodes the state for checkpoints and holds the
                 allow-list of classes that may be restored.
+            thread_id: Run on this thread (a conversation; see docs/threads.md): the
+                run starts from the state the thread's last run left, with ``input``
+                merged in through the reducers (a prompt becomes a user message).
+                Needs a store.
+            multitask_strategy: What to do if the thread is busy (a run is running
+                or paused on it): ``"reject"`` (ThreadBusy), ``"enqueue"`` (wait,
+                then run), ``"interrupt"`` (stop that run at its next checkpoint and
+                go on from there) or ``"rollback"`` (discard that run).
+            thread_metadata: Merged into the thread's metadata.
+            thread_ttl: Seconds of inactivity after which ``prune_threads`` may
+                delete the thread (renewed by every run on it).
+            event_log: What the run stores of its events beside its checkpoints:
+                ``True`` (events without message content), ``"content"``, or ``False``.
+            config: Run-time values the nodes read as ``context.config``.
 
         Raises:
             GraphRunError: the run failed; ``error.state`` and ``error.result`` keep what was done.
             ResumeError: the run cannot be continued as asked.
+            ThreadBusy: the thread is busy and ``multitask_strategy`` is ``"reject"``.
         """
         graph = self._compiled_graph()
+        thread = _thread(thread_id, multitask_strategy, thread_metadata, thread_ttl)
         options = durable_options(
-            graph, checkpoint_store, durability, pause, pause_before, pause_after, serializer
+            graph,
+            checkpoint_store,
+            durability,
+            pause,
+            pause_before,
+            pause_after,
+            serializer,
+            thread,
+            event_log,
         )
-        return execute(graph, input, observers, run_id, asyncio.sleep, options, checkpoint_id)
+        return execute(
+            graph, input, observers, run_id, asyncio.sleep, options, checkpoint_id, config
+        )
 
     def run(
         self,
@@ -122,6 +158,12 @@ class RunMethods:
         pause_before: Iterable[str] | None = None,
         pause_after: Iterable[str] | None = None,
         serializer: StateSerializer | None = None,
+        thread_id: str | None = None,
+        multitask_strategy: MultitaskStrategy = "reject",
+        thread_metadata: Mapping[str, Any] | None = None,
+        thread_ttl: float | None = None,
+        event_log: EventLog = True,
+        config: Mapping[str, Any] | None = None,
     ) -> GraphResult:
         """Run to a stop and return the result (blocking); arguments as for :meth:`arun`.
 
@@ -130,12 +172,21 @@ class RunMethods:
         when called from inside a running loop).
         """
         graph = self._compiled_graph()
+        thread = _thread(thread_id, multitask_strategy, thread_metadata, thread_ttl)
         options = durable_options(
-            graph, checkpoint_store, durability, pause, pause_before, pause_after, serializer
-        )
-        return run_blocking(
             graph,
-            execute(graph, input, observers, run_id, drive_sleep(graph), options, checkpoint_id),
+            checkpoint_store,
+            durability,
+            pause,
+            pause_before,
+            pause_after,
+            serializer,
+            thread,
+            event_log,
+        )
+        sleep = drive_sleep(graph)
+        return run_blocking(
+            graph, execute(graph, input, observers, run_id, sleep, options, checkpoint_id, config)
         )
 
     # ---------------------------------------------------------------- resume
@@ -149,6 +200,7 @@ class RunMethods:
         durability: Durability = "sync",
         pause: PauseSignal | None = None,
         serializer: StateSerializer | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> Coroutine[Any, Any, GraphResult]:
         """Answer an interrupt and continue the run: ``await graph.aresume(interrupt_id, "yes")``.
 
@@ -168,6 +220,7 @@ class RunMethods:
             durability: As for :meth:`arun`.
             pause: As for :meth:`arun`.
             serializer: As for :meth:`arun`.
+            config: As for :meth:`arun`.
 
         Raises:
             ResumeError: an interrupt id is unknown or already answered.
@@ -184,6 +237,7 @@ class RunMethods:
             pause,
             serializer,
             asyncio.sleep,
+            config,
         )
 
     def resume(
@@ -196,6 +250,7 @@ class RunMethods:
         durability: Durability = "sync",
         pause: PauseSignal | None = None,
         serializer: StateSerializer | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> GraphResult:
         """Answer an interrupt and continue the run (blocking); see :meth:`aresume`."""
         graph = self._compiled_graph()
@@ -211,34 +266,62 @@ class RunMethods:
                 pause,
                 serializer,
                 drive_sleep(graph),
+                config,
             ),
         )
 
     # ------------------------------------------------------------ time travel
     def get_state(
         self,
-        run_id: str,
+        run_id: str | Mapping[str, Any],
         *,
         checkpoint_store: CheckpointStore | None = None,
         serializer: StateSerializer | None = None,
     ) -> StateSnapshot:
-        """The run's latest checkpoint: its state, what runs next and any pending interrupts."""
+        """The run's latest checkpoint: its state, what runs next and any pending interrupts.
+
+        ``run_id`` may also be LangGraph's ``config`` (``{"configurable": {"thread_id":
+        ...}}``): the latest checkpoint of the thread's current run.
+
+        Raises:
+            ResumeError: no such run or thread, or a thread without a checkpoint yet.
+        """
         graph = self._compiled_graph()
         store = store_for(graph, "get_state", checkpoint_store)
-        return drive(get_state(graph, store, run_id, serializer or graph.serializer, True))
+        serializer = serializer or graph.serializer
+        if isinstance(run_id, Mapping):
+            thread_id = _config_thread(run_id)
+            snapshot = drive(get_thread(graph, store, thread_id, serializer, True)).state
+            if snapshot is None:
+                raise ResumeError(f"thread {thread_id!r} has no checkpoint yet")
+            return snapshot
+        return drive(get_state(graph, store, run_id, serializer, True))
 
     def get_history(
         self,
-        run_id: str,
+        run_id: str | Mapping[str, Any],
         *,
         checkpoint_store: CheckpointStore | None = None,
         limit: int | None = None,
         serializer: StateSerializer | None = None,
     ) -> list[StateSnapshot]:
-        """Every checkpoint of the run, newest first; fork from one with ``checkpoint_id=``."""
+        """Every checkpoint of the run, newest first; fork from one with ``checkpoint_id=``.
+
+        ``run_id`` may also be LangGraph's ``config``: the checkpoints of every run of
+        the thread, newest first.
+        """
         graph = self._compiled_graph()
         store = store_for(graph, "get_history", checkpoint_store)
-        return drive(get_history(graph, store, run_id, serializer or graph.serializer, True, limit))
+        serializer = serializer or graph.serializer
+        if not isinstance(run_id, Mapping):
+            return drive(get_history(graph, store, run_id, serializer, True, limit))
+        found: list[StateSnapshot] = []
+        for run in reversed(thread_store(store).thread_runs(_config_thread(run_id))):
+            if limit is not None and len(found) >= limit:
+                break
+            left = None if limit is None else limit - len(found)
+            found += drive(get_history(graph, store, run.run_id, serializer, True, left))
+        return found
 
     def update_state(
         self,
@@ -261,6 +344,47 @@ class RunMethods:
         options = durable_options(graph, store, "sync", None, None, None, serializer)
         assert options is not None
         return drive(update_state(graph, run_id, values, options, as_node=as_node, blocking=True))
+
+    # ---------------------------------------------------------------- threads
+    def get_thread(
+        self,
+        thread_id: str,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+        serializer: StateSerializer | None = None,
+    ) -> ThreadSnapshot:
+        """The thread: its record, what it is doing, and the latest state of its run.
+
+        The store's other thread methods (``list_threads``, ``thread_runs``,
+        ``update_thread``, ``delete_thread``, ``prune_threads``, ``thread_bytes``,
+        ``read_events``) need no graph: call them on the store.
+
+        Raises:
+            ResumeError: the store has no such thread.
+        """
+        graph = self._compiled_graph()
+        store = store_for(graph, "get_thread", checkpoint_store)
+        return drive(get_thread(graph, store, thread_id, serializer or graph.serializer, True))
+
+    def copy_thread(
+        self,
+        thread_id: str,
+        new_thread_id: str | None = None,
+        *,
+        checkpoint_store: CheckpointStore | None = None,
+    ) -> str:
+        """Fork a conversation: a new thread starting from this one's latest state.
+
+        Returns the new thread's id (``new_thread_id``, or a new one). The copy
+        has the thread's metadata; from there the two go on apart.
+
+        Raises:
+            ResumeError: the thread does not exist, or ``new_thread_id`` does.
+        """
+        graph = self._compiled_graph()
+        return copy_thread(
+            store_for(graph, "copy_thread", checkpoint_store), thread_id, new_thread_id
+        )
 
     # ------------------------------------------------------------ LangGraph's spellings
     def invoke(
@@ -320,6 +444,12 @@ class RunMethods:
         pause_after: Iterable[str] | None = None,
         serializer: StateSerializer | None = None,
         stream_mode: StreamMode | Sequence[StreamMode] = "events",
+        thread_id: str | None = None,
+        multitask_strategy: MultitaskStrategy = "reject",
+        thread_metadata: Mapping[str, Any] | None = None,
+        thread_ttl: float | None = None,
+        event_log: EventLog = True,
+        config: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[Any]:
         """Run and yield what it does as it happens.
 
@@ -333,7 +463,8 @@ class RunMethods:
           streams, from subgraphs and branches too (``metadata["node_path"]``).
         - ``"custom"``: what nodes publish with ``context.emit_custom(data)``.
 
-        Several modes (a list) yield ``(mode, item)`` pairs.
+        Several modes (a list) yield ``(mode, item)`` pairs. The other arguments are
+        :meth:`arun`'s.
 
         Raises:
             GraphRunError: after the run's last event, if the run failed.
@@ -352,6 +483,9 @@ class RunMethods:
             pause_after,
             serializer,
             stream_mode,
+            _thread(thread_id, multitask_strategy, thread_metadata, thread_ttl),
+            event_log,
+            config,
         )
 
     async def drain(self, timeout: float | None = None) -> DrainSummary:
@@ -401,3 +535,31 @@ class RunnableGraph(RunMethods, RunProgram):
 
     def _compiled_graph(self) -> RunnableGraph:
         return self
+
+
+def _thread(
+    thread_id: str | None,
+    strategy: MultitaskStrategy,
+    metadata: Mapping[str, Any] | None,
+    ttl: float | None,
+) -> ThreadOptions | None:
+    """The thread options of a run (None: not on a thread); checks them now."""
+    if thread_id is None:
+        if strategy != "reject" or metadata is not None or ttl is not None:
+            raise ValueError(
+                "multitask_strategy, thread_metadata and thread_ttl apply to a run on a "
+                "thread: give thread_id too"
+            )
+        return None
+    return ThreadOptions(thread_id, strategy, metadata, ttl)
+
+
+def _config_thread(config: Mapping[str, Any]) -> str:
+    """The thread a LangGraph ``config`` names."""
+    configurable = config.get("configurable")
+    thread_id = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
+    if thread_id is None:
+        raise ValueError(
+            f"a config names a thread in config['configurable']['thread_id']; got {dict(config)!r}"
+        )
+    return str(thread_id)

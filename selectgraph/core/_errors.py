@@ -21,6 +21,9 @@ The tree::
     │       └── TypeNotAllowedError  it names a class the serializer does not allow
     ├── CheckpointNotFound           no checkpoint has this id
     ├── CheckpointConflict           another writer moved the run's head first
+    │   └── ThreadTakenOver          a newer run took the run's thread over (double-texting)
+    ├── ThreadBusy                   a run is running or paused on the thread (double-texting)
+    ├── ThreadIdError                a thread id a store cannot hold
     ├── ResumeError                  a run cannot be continued as asked (unknown interrupt...)
     ├── GraphSpecError               a declarative GraphSpec is malformed
     ├── GuardrailBlocked             a guardrail refused a run's input or output
@@ -54,6 +57,9 @@ __all__ = [
     "SelectGraphError",
     "StateDecodeError",
     "StateSerializationError",
+    "ThreadBusy",
+    "ThreadIdError",
+    "ThreadTakenOver",
     "TypeNotAllowedError",
 ]
 
@@ -200,6 +206,58 @@ class CheckpointConflict(SelectGraphError):
         """The version the losing write was based on."""
         self.actual_version = actual_version
         """The run's head version when the write was refused."""
+
+
+class ThreadTakenOver(CheckpointConflict):
+    """A newer run took this run's thread over; the checkpoint was not written.
+
+    Raised by a store when a run on a thread saves after an input with
+    ``multitask_strategy`` interrupt or rollback claimed the thread; the run
+    stops where it was.
+    """
+
+    def __init__(self, run_id: str, thread_id: str, owner: str | None) -> None:
+        SelectGraphError.__init__(
+            self,
+            f"run {run_id!r} no longer owns thread {thread_id!r}"
+            + (f" (run {owner!r} does)" if owner else "")
+            + ": a newer input took the thread over; nothing was written",
+        )
+        self.run_id = run_id
+        """The run that lost its thread."""
+        self.thread_id = thread_id
+        """The thread."""
+        self.owner = owner
+        """The run that owns the thread now."""
+        self.expected_version = self.actual_version = 0
+
+
+class ThreadBusy(SelectGraphError):
+    """A new input for a thread while a run is running or paused on it, refused.
+
+    Raised for ``multitask_strategy="reject"`` (and, while it waits, for
+    ``"enqueue"``); nothing was changed.
+    """
+
+    def __init__(self, thread_id: str, owner: str | None, *, queued: bool = False) -> None:
+        if queued:
+            message = f"thread {thread_id!r} has inputs queued before this one"
+        else:
+            message = (
+                f"thread {thread_id!r} is busy: run {owner!r} is running or paused on it. "
+                "Answer or continue that run, or send the input with multitask_strategy="
+                "'enqueue' (run after it), 'interrupt' (stop it and go on from where it is) "
+                "or 'rollback' (discard it)"
+            )
+        super().__init__(message)
+        self.thread_id = thread_id
+        """The thread."""
+        self.owner = owner
+        """The run that owns it."""
+
+
+class ThreadIdError(SelectGraphError, ValueError):
+    """A thread id a store cannot hold (empty, too long, control characters, ``|``)."""
 
 
 class CheckpointDecodeError(StateDecodeError):

@@ -58,6 +58,9 @@ class Message(BaseModel):
     """For ``Role.TOOL``: the tool failed and ``content`` describes the error."""
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """Bookkeeping that is not sent to a model (node name, transition markers...)."""
+    id: str | None = None
+    """An identifier a later update can name to replace or remove the message
+    (``add_messages``); given to a message without one when that reducer stores it."""
 
     @property
     def text(self) -> str:

@@ -116,6 +116,7 @@ StopReason = Literal[
     "cost_budget",
     "time_budget",
     "cancelled",
+    "superseded",
 ]
 """Why a run stopped.
 
@@ -128,4 +129,6 @@ StopReason = Literal[
   next model call (or the next node); what was done is kept, quality is degraded.
 - ``"cancelled"``: the graph's CancellationToken was cancelled.
 - ``"error"``: an error ended the run.
+- ``"superseded"``: a newer input took the run's thread over (``multitask_strategy``
+  interrupt or rollback); the run stopped at the checkpoint it could not write.
 """

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from selectgraph.core._policies import ErrorPolicy, RetryPolicy
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from selectgraph.state._views import StateView
 
 __all__ = ["NodeAdapter", "NodeContext", "NodeSpec"]
+
+_NO_CONFIG: Mapping[str, Any] = MappingProxyType({})
 
 
 class NodeContext:
@@ -79,6 +82,22 @@ class NodeContext:
         """Engine internals for built-in node kinds; not part of the public contract."""
         self.branch = branch
         """The fan-out branch this node runs in, if any (its label, index and lineage)."""
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """Run-time values the caller passed, read-only.
+
+        What ``run(..., config={...})`` was given, or every key of LangGraph's
+        ``config["configurable"]`` (``thread_id`` included).
+        """
+        config: Mapping[str, Any] = getattr(self.runtime, "config", None) or _NO_CONFIG
+        return config if isinstance(config, MappingProxyType) else MappingProxyType(dict(config))
+
+    @property
+    def thread_id(self) -> str | None:
+        """The thread this run belongs to (``run(..., thread_id=...)``), if any."""
+        durable = getattr(self.runtime, "durable", None)
+        return getattr(durable, "thread_id", None)
 
     @property
     def previous(self) -> NodeResult | None:

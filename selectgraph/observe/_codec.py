@@ -24,7 +24,7 @@ from selectgraph.core._branch import BranchRef
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.observe import _events
 
-__all__ = ["EVENT_CLASSES", "event_from_json", "event_to_json", "json_value"]
+__all__ = ["EVENT_CLASSES", "event_from_json", "event_to_json", "json_value", "log_entry"]
 
 EVENT_CLASSES: Final[dict[str, type[_events.GraphEvent]]] = {
     cls.__name__: cls
@@ -180,3 +180,35 @@ def event_from_json(raw: Mapping[str, Any]) -> _events.GraphEvent:
         return cls(**values)
     except TypeError as error:
         raise ValueError(f"cannot rebuild {name}: {error}") from None
+
+
+_CONTENT_ONLY: Final = frozenset({"NodeChunk"})
+"""Events that are nothing but message content: logged only when content is captured."""
+
+
+def log_entry(event: _events.GraphEvent, *, content: bool = False) -> dict[str, Any] | None:
+    """``event`` as a run's stored event log keeps it, or None when it is not kept.
+
+    Without ``content`` no message text is kept: text chunks are left out, and so
+    are tool arguments and results, prompts and replies (as OpenTelemetry spans
+    leave them out unless content capture is on). Model, usage, cost and timings
+    are always kept.
+    """
+    if not content and type(event).__name__ in _CONTENT_ONLY:
+        return None
+    entry = event_to_json(event)
+    if not content:
+        entry.pop("arguments", None)
+        return entry
+    request = getattr(event, "request", None)
+    if request is not None:
+        entry["messages"] = [
+            {"role": str(message.role), "text": message.text} for message in request.messages
+        ]
+    completion = getattr(event, "completion", None)
+    if completion is not None:
+        entry["text"] = json_value(getattr(completion, "text", None))
+    result = getattr(event, "result", None)
+    if isinstance(result, str):
+        entry["tool_result"] = result
+    return entry

@@ -234,7 +234,8 @@ class RunCancelled(GraphEvent):
 
     type: ClassVar[GraphEventType] = GraphEventType.RUN_CANCELLED
     reason: str
-    """What stopped the run: ``"cancelled"``, ``"interrupted"`` or ``"closed"``."""
+    """What stopped the run: ``"cancelled"``, ``"interrupted"``, ``"closed"``, or
+    ``"superseded"`` (a newer input took its thread over)."""
     node: str | None = None
     """The node that was running, if any."""
 

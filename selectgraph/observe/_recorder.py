@@ -293,6 +293,27 @@ class EventRecorder:
         """The run's events (a subgraph shares its outermost graph's trace)."""
         return Trace(self._log)
 
+    @property
+    def logged(self) -> int:
+        """How many entries the run's log holds: a mark for :meth:`events_since`."""
+        return len(self._log)
+
+    def events_since(self, mark: int) -> list[GraphEvent]:
+        """The events recorded after ``mark`` (a :attr:`logged` reading), built, in order.
+
+        What a checkpoint writer reads to store the events of each step; the log
+        itself is left as it is.
+        """
+        events: list[GraphEvent] = []
+        for entry in self._log[mark:]:
+            if type(entry) is not tuple:
+                events.append(entry)
+            elif entry[0] == _SPAN:
+                events.extend(_expand(entry))
+            else:
+                events.append(_build(entry))
+        return events
+
     def record(self, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Record an event of ``cls``; ``values`` are its own fields in declaration order."""
         raw = (_code(cls), self._base, step, time.time(), *values)

@@ -21,6 +21,14 @@ from selectgraph.persistence._node_cache import (
 from selectgraph.persistence._postgres import PostgresCheckpointStore
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._sqlite import SQLiteCheckpointStore
+from selectgraph.persistence._threads import (
+    Claim,
+    MultitaskStrategy,
+    StoredEvent,
+    Thread,
+    ThreadRun,
+    ThreadStore,
+)
 
 __all__ = [
     "SNAPSHOT_EVERY",
@@ -32,13 +40,19 @@ __all__ = [
     "CheckpointKind",
     "CheckpointNotFound",
     "CheckpointStore",
+    "Claim",
     "FileCheckpointStore",
     "InMemoryCheckpointStore",
     "InMemoryNodeCache",
+    "MultitaskStrategy",
     "NodeCache",
     "PostgresCheckpointStore",
     "SQLiteCheckpointStore",
     "SQLiteNodeCache",
+    "StoredEvent",
+    "Thread",
+    "ThreadRun",
+    "ThreadStore",
     "apply_delta",
     "diff_state",
     "make_checkpoint",

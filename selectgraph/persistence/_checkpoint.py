@@ -16,7 +16,7 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final, Literal
@@ -80,6 +80,9 @@ class Checkpoint:
     """Per interrupt id, its JSON-safe record (prompt, payload, and the answer once given)."""
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Caller data carried with the checkpoint (node name, usage, request id...)."""
+    events: tuple[Mapping[str, Any], ...] = dataclasses.field(default=(), repr=False, compare=False)
+    """The run's events since its previous checkpoint, as JSON data, for a store that keeps
+    an event log (a ``ThreadStore``); stored apart from the record, never loaded with it."""
 
     def __post_init__(self) -> None:
         for name in ("run_id", "checkpoint_id"):

@@ -26,6 +26,8 @@ __all__ = [
     "encode_body",
     "encode_record",
     "encode_writes",
+    "decode_event",
+    "encode_events",
     "json_bytes",
 ]
 
@@ -281,3 +283,34 @@ def decode_writes(raw: bytes, checkpoint_id: str, task_id: str, *, location: str
             checkpoint_id, path, f"expected a list, got {brief(writes)}", location=location
         )
     return writes
+
+
+def encode_events(events: Sequence[Mapping[str, Any]], run_id: str) -> list[bytes]:
+    """A run's events as stored bytes, one JSON object each.
+
+    Raises:
+        StateSerializationError: an event is not JSON data; names which one.
+    """
+    return [
+        json_bytes(dict(event), f"run {run_id!r} event {index}")
+        for index, event in enumerate(events)
+    ]
+
+
+def decode_event(raw: bytes, run_id: str, seq: int, *, location: str = "") -> dict[str, Any]:
+    """An event :func:`encode_events` stored.
+
+    Raises:
+        CheckpointDecodeError: it is not a stored JSON object.
+    """
+    try:
+        event = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointDecodeError(
+            f"{run_id}#{seq}", "event", f"not valid stored JSON: {exc}", location=location
+        ) from exc
+    if type(event) is not dict:
+        raise CheckpointDecodeError(
+            f"{run_id}#{seq}", "event", f"expected an object, got {brief(event)}", location=location
+        )
+    return event

@@ -52,6 +52,7 @@ class BranchRun(Walker):
         self.run_id = parent.run_id
         self.namespace = parent.namespace
         self.sleep = parent.sleep
+        self.config = parent.config
         self.branch = task.ref
         self.recorder = parent.recorder.for_branch(task.ref)
         self.steps = parent.steps

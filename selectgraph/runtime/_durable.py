@@ -21,15 +21,18 @@ resuming one run exactly one wins (the other gets CheckpointConflict).
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState
 from selectgraph.core._usage import Usage
+from selectgraph.observe._codec import log_entry
 from selectgraph.observe._events import CheckpointSaved
 from selectgraph.persistence._chain import CheckpointChain
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.persistence._threads import ThreadStore
 from selectgraph.runtime._mirror import StateMirror
 
 if TYPE_CHECKING:
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
     from selectgraph.observe._recorder import EventRecorder
     from selectgraph.runtime._book import InterruptBook
 
-__all__ = ["DURABILITIES", "Checkpointed", "Durability", "Durable", "encode_next"]
+__all__ = ["DURABILITIES", "Checkpointed", "Durability", "Durable", "EventLog", "encode_next"]
 
 Durability = Literal["sync", "async", "exit"]
 """When a durable run's checkpoints reach the store (``durability=`` of ``run``,
@@ -53,6 +56,17 @@ Durability = Literal["sync", "async", "exit"]
 The checkpoints of a stop are written before ``run`` returns, whatever the mode.
 """
 DURABILITIES: Final = ("sync", "async", "exit")
+
+EventLog = bool | Literal["content"]
+"""What a durable run stores of its events beside its checkpoints (``event_log=``).
+
+- ``True`` (default): every event, without message content (no text chunks, prompts,
+  replies or tool arguments), in a store that keeps event logs.
+- ``"content"``: the same with message content.
+- ``False``: none.
+"""
+
+_log = logging.getLogger("selectgraph")
 
 
 class Checkpointed(Protocol):
@@ -116,6 +130,8 @@ class Durable:
         pause: Any = None,
         pause_before: frozenset[str] = frozenset(),
         pause_after: frozenset[str] = frozenset(),
+        thread_id: str | None = None,
+        event_log: EventLog = True,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -134,6 +150,15 @@ class Durable:
         """With durability "exit": whether anything happened since the last write."""
         self.completed: tuple[int, str, bool, Any] | None = None
         """(step, node, ok, goto) of the last node that finished: where a stop resumes."""
+        self.thread_id = thread_id
+        """The thread the run belongs to: its checkpoints name it, and save only while the
+        run owns it."""
+        self.threads: ThreadStore | None = store if isinstance(store, ThreadStore) else None
+        """The store, when it keeps threads and event logs."""
+        self.event_log: EventLog = event_log if self.threads is not None else False
+        """Whether each checkpoint carries the run's events since the last one."""
+        self._logged = 0
+        """The recorder's log mark up to which events went into a checkpoint."""
 
     @property
     def head(self) -> Checkpoint | None:
@@ -163,6 +188,7 @@ class Durable:
     ) -> Checkpoint:
         """Write a checkpoint of ``run`` now (queued, with durability "async")."""
         parent = self.chain.head
+        logged = self._logged
         try:
             checkpoint = self.make(
                 run,
@@ -182,6 +208,7 @@ class Durable:
                     await self.store.asave(checkpoint, expected_version=checkpoint.version - 1)
         except BaseException:
             self._rewind(parent)
+            self._logged = logged  # the events go with the next checkpoint instead
             raise
         self.dirty = False
         run.recorder.record(
@@ -223,6 +250,8 @@ class Durable:
             pending_writes = pending_writes or writes
         # Visit counts are not stored: the history a checkpoint holds says them.
         metadata: dict[str, Any] = {"trigger": trigger}
+        if self.thread_id is not None:
+            metadata["thread_id"] = self.thread_id
         if run.usage.total_tokens or run.usage.cost_usd:
             metadata["usage"] = run.usage.to_dict()
         if run.degraded:
@@ -239,7 +268,35 @@ class Durable:
             interrupts=interrupts or {},
             pending_writes=pending_writes or {},
             metadata=metadata,
+            events=self._new_events(run) if self.event_log else (),
         )
+
+    def _new_events(self, run: Checkpointed) -> tuple[dict[str, Any], ...]:
+        """The run's events since the last checkpoint, as its event log keeps them."""
+        recorder = run.recorder
+        events = recorder.events_since(self._logged)
+        self._logged = recorder.logged
+        content = self.event_log == "content"
+        logged = (log_entry(event, content=content) for event in events)
+        return tuple(entry for entry in logged if entry is not None)
+
+    async def log_tail(self, run: Checkpointed) -> None:
+        """Store the events recorded after the run's last checkpoint (its end, its pause).
+
+        A failure here is logged, not raised: the run's result and checkpoints stand.
+        """
+        if not self.event_log or self.threads is None:
+            return
+        events = self._new_events(run)
+        if not events:
+            return
+        try:
+            if run.driven_without_loop:
+                self.threads.append_events(self.run_id, events)
+            else:
+                await self.threads.aappend_events(self.run_id, events)
+        except Exception:
+            _log.warning("could not store the last events of run %r", self.run_id, exc_info=True)
 
     def _queue(self, checkpoint: Checkpoint) -> None:
         self._raise_failed()

@@ -130,6 +130,8 @@ class Interrupts(RunResults):
             self._checkpoint_id,
             result=result,
         )
+        if durable is not None:
+            await durable.log_tail(self)
         return result
 
     def interrupt_records(

@@ -1,4 +1,4 @@
-"""Durable runs from the store's side: start, continue, resume, and look back (time travel).
+"""Durable runs from the store's side: start a run; continue, fork or resume one; on a thread.
 
 Every function here is a coroutine that, with ``blocking=True``, only calls
 the stores' synchronous twins and so never suspends: ``run()`` drives it
@@ -7,344 +7,41 @@ without an event loop for a synchronous graph, like the step loop itself.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from selectgraph.core._errors import ResumeError
 from selectgraph.core._interrupts import Interrupt, interrupt_run_id
-from selectgraph.core._sentinels import END
-from selectgraph.core._serialization import StateSerializer, default_serializer
-from selectgraph.core._state import GraphState, _decode_history_entry
-from selectgraph.core._usage import NO_USAGE, Usage
 from selectgraph.observe._recorder import EventRecorder, Listener
 from selectgraph.persistence._chain import CheckpointChain
 from selectgraph.persistence._checkpoint import Checkpoint
-from selectgraph.persistence._delta import apply_delta_in_place, copy_encoded
-from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.runtime._book import InterruptBook, forget_paused, paused_run
-from selectgraph.runtime._book_codec import (
-    decode_children,
-    decode_interrupt_records,
-    decode_memo,
-    decode_pending_writes,
-)
-from selectgraph.runtime._durable import DURABILITIES, Durability, Durable, encode_next
+from selectgraph.runtime._book import forget_paused, paused_run
+from selectgraph.runtime._durable import Durable
 from selectgraph.runtime._guard import guard_start
 from selectgraph.runtime._mirror import StateMirror
+from selectgraph.runtime._restore import (
+    DurableOptions,
+    continue_target,
+    decode_interrupts,
+    load_checkpoint,
+    load_head,
+    load_state,
+    restored_run,
+    store_head,
+)
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
 from selectgraph.runtime._start import start_run
-from selectgraph.state._output import NodeOutput
+from selectgraph.runtime._threads import (
+    carried_state,
+    claim_thread,
+    thread_store,
+    walk_and_release,
+)
 
 if TYPE_CHECKING:
-    import datetime as dt
-
     from selectgraph.runtime._program import GraphProgram
 
-__all__ = [
-    "DurableOptions",
-    "continue_child",
-    "StateSnapshot",
-    "get_history",
-    "get_state",
-    "resume_run",
-    "start_durable_run",
-    "update_state",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class DurableOptions:
-    """How a run keeps checkpoints (what ``run(..., checkpoint_store=...)`` was given)."""
-
-    store: CheckpointStore
-    durability: Durability = "sync"
-    serializer: StateSerializer = field(default_factory=default_serializer)
-    pause: Any = None
-    pause_before: frozenset[str] = frozenset()
-    pause_after: frozenset[str] = frozenset()
-
-    def __post_init__(self) -> None:
-        if self.durability not in DURABILITIES:
-            raise ValueError(
-                f"durability must be one of {', '.join(map(repr, DURABILITIES))}, "
-                f"got {self.durability!r}"
-            )
-        if not isinstance(self.store, CheckpointStore):
-            raise TypeError(
-                "checkpoint_store must be a CheckpointStore (InMemoryCheckpointStore, "
-                f"FileCheckpointStore, SQLiteCheckpointStore...), got {type(self.store).__name__}"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class StateSnapshot:
-    """A run as one checkpoint saw it: what ``get_state`` and ``get_history`` return."""
-
-    run_id: str
-    """The run."""
-    checkpoint_id: str
-    """The checkpoint; pass it as ``checkpoint_id=`` to continue or fork from here."""
-    step: int
-    """Nodes the run had executed."""
-    state: GraphState
-    """The state at that point."""
-    next: tuple[str, ...]
-    """The nodes that run next, when known without routing: a node the run stopped
-    before, or the target of a static edge or goto() after the last node. Empty when
-    the run ended, or when a conditional edge decides (see ``after``)."""
-    interrupts: tuple[Interrupt, ...]
-    """Questions the run was waiting on."""
-    after: str | None
-    """The node the run continues by routing from (its output is in ``state``), if any."""
-    metadata: dict[str, Any]
-    """What triggered the checkpoint (``trigger``), visit counts, usage..."""
-    created_at: dt.datetime
-    """When it was taken."""
-    parent_id: str | None
-    """The checkpoint before it."""
-
-    @property
-    def values(self) -> dict[str, Any]:
-        """``state.data``, under the name LangGraph users know."""
-        return dict(self.state.data)
-
-
-# ---------------------------------------------------------------- store calls
-
-
-async def _head(store: CheckpointStore, run_id: str, blocking: bool) -> Checkpoint | None:
-    return store.head(run_id) if blocking else await store.ahead(run_id)
-
-
-async def _load(store: CheckpointStore, checkpoint_id: str, blocking: bool) -> Checkpoint:
-    return store.load(checkpoint_id) if blocking else await store.aload(checkpoint_id)
-
-
-async def _load_state(store: CheckpointStore, checkpoint_id: str, blocking: bool) -> dict[str, Any]:
-    if blocking:
-        return store.load_state(checkpoint_id)
-    return await store.aload_state(checkpoint_id)
-
-
-# ------------------------------------------------------------------- helpers
-
-
-def _target(graph: GraphProgram, checkpoint: Checkpoint) -> Any:
-    """Where a run continues from ``checkpoint``: a node name, or (node, ok, goto) to route."""
-    if not checkpoint.next:
-        raise ResumeError(
-            f"run {checkpoint.run_id!r} finished at checkpoint {checkpoint.checkpoint_id!r}; "
-            "there is nothing to continue (fork from an earlier checkpoint with checkpoint_id=)",
-            run_id=checkpoint.run_id,
-        )
-    entry = checkpoint.next[0]
-    node = entry if isinstance(entry, str) else entry.get("after") if type(entry) is dict else None
-    if not isinstance(node, str):
-        raise ResumeError(
-            f"checkpoint {checkpoint.checkpoint_id!r} has a malformed next {checkpoint.next!r}",
-            run_id=checkpoint.run_id,
-        )
-    if node not in graph.nodes:
-        raise ResumeError(
-            f"checkpoint {checkpoint.checkpoint_id!r} of run {checkpoint.run_id!r} continues at "
-            f"node {node!r}, which graph {graph.name!r} does not have; the graph's structure "
-            f"changed since it was saved (nodes now: {', '.join(sorted(graph.nodes))})",
-            run_id=checkpoint.run_id,
-        )
-    if isinstance(entry, str):
-        return entry
-    goto = entry.get("goto")
-    if goto == "__end__":
-        goto = END
-    return (node, bool(entry.get("ok", True)), goto)
-
-
-def _decode_interrupts(
-    checkpoint: Checkpoint, serializer: StateSerializer
-) -> tuple[dict[str, Interrupt], dict[str, Any]]:
-    """(pending questions, recorded answers) of a checkpoint."""
-    return decode_interrupt_records(
-        checkpoint.interrupts, serializer, f"checkpoint {checkpoint.checkpoint_id!r}"
-    )
-
-
-def _next_nodes(graph: GraphProgram, checkpoint: Checkpoint) -> tuple[tuple[str, ...], str | None]:
-    """(nodes that run next as far as known without routing, the node routed from)."""
-    if not checkpoint.next:
-        return (), None
-    entry = checkpoint.next[0]
-    if isinstance(entry, str):
-        return (entry,), None
-    after = entry.get("after") if type(entry) is dict else None
-    if not isinstance(after, str):
-        return (), None
-    goto = entry.get("goto")
-    if isinstance(goto, str):
-        return ((), after) if goto == "__end__" else ((goto,), after)
-    routes = graph.routes.get(after)
-    static = routes.static_success if routes is not None and entry.get("ok", True) else None
-    if static is not None and isinstance(static.target, str):
-        return (static.target,), after
-    return (), after
-
-
-def _snapshot(
-    graph: GraphProgram,
-    checkpoint: Checkpoint,
-    encoded: dict[str, Any],
-    serializer: StateSerializer,
-    history: list[Any] | None = None,
-) -> Any:
-    pending, _ = _decode_interrupts(checkpoint, serializer)
-    next_, after = _next_nodes(graph, checkpoint)
-    if history is None:
-        state = GraphState.from_dict(encoded, serializer=serializer)
-    else:  # its history already decoded (entries are shared, read-only, between snapshots)
-        state = GraphState.from_dict({**encoded, "history": []}, serializer=serializer)
-        state.history.extend(history)
-    return StateSnapshot(
-        run_id=checkpoint.run_id,
-        checkpoint_id=checkpoint.checkpoint_id,
-        step=checkpoint.step,
-        state=state,
-        next=next_,
-        after=after,
-        interrupts=tuple(pending.values()),
-        metadata=dict(checkpoint.metadata),
-        created_at=checkpoint.created_at,
-        parent_id=checkpoint.parent_id,
-    )
-
-
-def _restored_run(
-    graph: GraphProgram,
-    checkpoint: Checkpoint,
-    encoded: dict[str, Any],
-    options: DurableOptions,
-    *,
-    run_id: str,
-    parent: Checkpoint | None,
-    listeners: Sequence[Listener],
-    sleep: Sleep,
-) -> Run:
-    """A run of ``graph`` picking up the state and counters saved in ``checkpoint``."""
-    serializer = options.serializer
-    state = GraphState.from_dict(encoded, serializer=serializer)
-    metadata = checkpoint.metadata
-    recorder = EventRecorder(run_id, graph.name, (), (*graph.listeners, *listeners))
-    run = Run(graph, state, run_id=run_id, recorder=recorder, sleep=sleep)
-    usage = metadata.get("usage")
-    history_start = int(metadata.get("history_start", 0))
-    run.restore(
-        steps=checkpoint.step,
-        visits=Counter(entry[0] for entry in list(state.history)[history_start:]),
-        usage=Usage.from_dict(usage) if type(usage) is dict else NO_USAGE,
-        degraded=bool(metadata.get("degraded", False)),
-    )
-    run._history_start = history_start
-    run.resumed_from = checkpoint.checkpoint_id
-    pending, answers = _decode_interrupts(checkpoint, serializer)
-    if run_id != checkpoint.run_id:
-        # A fork: answers given in the original run carry over under the fork's ids;
-        # questions still open there are asked again when the fork reaches them.
-        answers = {_in_run(key, run_id): value for key, value in answers.items()}
-        pending = {}
-    memo = metadata.get("memo")
-    children = metadata.get("children")
-    if pending or answers or memo or children or checkpoint.pending_writes:
-        book = run.book = InterruptBook(answers=answers, pending=pending)
-        where = f"checkpoint {checkpoint.checkpoint_id!r}"
-        if type(memo) is dict:
-            book.memo.update(decode_memo(memo, serializer, where))
-        book.branches_done.update(
-            decode_pending_writes(checkpoint.pending_writes, serializer, where)
-        )
-        if type(children) is dict:
-            book.children.update(decode_children(children, serializer))
-    mirror = None
-    if options.durability != "exit":
-        mirror = StateMirror(serializer, state, copy_encoded(encoded))
-        run.written_keys = set()
-    chain = CheckpointChain(run_id, parent=parent, parent_state=encoded if parent else None)
-    run.durable = Durable(
-        options.store,
-        run_id,
-        serializer,
-        options.durability,
-        chain=chain,
-        mirror=mirror,
-        pause=options.pause,
-        pause_before=options.pause_before,
-        pause_after=options.pause_after,
-    )
-    trigger = checkpoint.metadata.get("trigger")
-    if checkpoint.next and isinstance(checkpoint.next[0], str) and trigger not in _GATED:
-        # The run reached this node's gate before (it paused there, or the node
-        # started): continuing goes through the gate, once.
-        run.durable.skip_gate = checkpoint.next[0]
-    return run
-
-
-_GATED: Final = ("input", "max_steps")
-"""Triggers of a checkpoint whose next node has not met its pause_before gate yet."""
-
-
-def continue_child(
-    child: GraphProgram,
-    paused: Any,
-    parent: Run,
-    node: str,
-    sleep: Sleep,
-    track_writes: bool,
-) -> tuple[Run, Any]:
-    """The paused run of a subgraph node, and where it goes on: the node continues it.
-
-    ``paused`` is the run itself (in the process that paused) or the state,
-    counters and next node saved in the parent's checkpoint.
-    """
-    if isinstance(paused, Run):
-        run = paused
-        run.sleep = sleep
-        run.resumed_live = True
-        run.recorder = EventRecorder(
-            parent.run_id,
-            child.name,
-            (*parent.namespace, node),
-            child.listeners,
-            parent=parent.recorder,
-        )
-        if run.recorder.branch is not None:
-            run.branch = run.recorder.branch
-        next_ = run._resume_next
-    else:
-        recorder = EventRecorder(
-            parent.run_id,
-            child.name,
-            (*parent.namespace, node),
-            child.listeners,
-            parent=parent.recorder,
-        )
-        run = Run(
-            child,
-            paused["state"],
-            run_id=parent.run_id,
-            recorder=recorder,
-            sleep=sleep,
-            namespace=(*parent.namespace, node),
-            track_writes=track_writes,
-        )
-        if recorder.branch is not None:
-            run.branch = recorder.branch  # as start_run does for a subgraph inside a branch
-        run.restore(steps=paused["steps"], visits=paused["visits"], usage=NO_USAGE, degraded=False)
-        if track_writes and paused.get("written"):
-            run.written_keys = set(paused["written"])
-        run.resumed_from = parent.resumed_from
-        next_ = paused["next"]
-    entry = next_[0]
-    target: Any = entry if isinstance(entry, str) else (entry["after"], True, None)
-    return run, target
+__all__ = ["resume_run", "run_status", "start_durable_run"]
 
 
 # ------------------------------------------------------------------- running
@@ -360,29 +57,38 @@ async def start_durable_run(
     listeners: Sequence[Listener],
     sleep: Sleep,
 ) -> Any:
-    """Run ``graph`` with checkpoints: a new run, the continuation of one, or a fork."""
+    """Run ``graph`` with checkpoints: a new run, the continuation of one, or a fork.
+
+    Raises:
+        ResumeError: the run cannot be started or continued as asked (``input=None``
+            for a run id with no checkpoints, input for one that has some...).
+    """
     blocking = sleep is blocking_sleep
     store = options.store
     if run_id is not None and "|" in run_id:
         raise ValueError(f"run_id {run_id!r} must not contain '|' (interrupt ids use it)")
+    if options.thread is not None:
+        return await _start_on_thread(
+            graph, input, options, run_id, checkpoint_id, listeners, sleep
+        )
     if checkpoint_id is not None:
         if input is not None:
             raise ValueError(
                 "give either input (a new run) or checkpoint_id (continue from a checkpoint), "
                 "not both"
             )
-        checkpoint = await _load(store, checkpoint_id, blocking)
-        head = await _head(store, checkpoint.run_id, blocking)
+        checkpoint = await load_checkpoint(store, checkpoint_id, blocking)
+        head = await store_head(store, checkpoint.run_id, blocking)
         same_run = run_id in (None, checkpoint.run_id)
         if same_run and head is not None and head.checkpoint_id == checkpoint.checkpoint_id:
             return await _continue(graph, head, options, listeners, sleep, blocking)
         # An earlier checkpoint (or another run id): a fork, leaving the original untouched.
         fork_id = run_id if run_id is not None and not same_run else new_run_id()
-        if await _head(store, fork_id, blocking) is not None:
+        if await store_head(store, fork_id, blocking) is not None:
             raise ResumeError(f"run {fork_id!r} already exists; fork into a new run_id")
-        encoded = await _load_state(store, checkpoint.checkpoint_id, blocking)
-        target = _target(graph, checkpoint)
-        run = _restored_run(
+        encoded = await load_state(store, checkpoint.checkpoint_id, blocking)
+        target = continue_target(graph, checkpoint)
+        run = restored_run(
             graph,
             checkpoint,
             encoded,
@@ -393,9 +99,9 @@ async def start_durable_run(
             sleep=sleep,
         )
         run.first_write = ("fork", checkpoint.next, {"forked_from": checkpoint.checkpoint_id})
-        return await run.walk(target)
+        return await walk_and_release(run, target)
     if run_id is not None:
-        head = await _head(store, run_id, blocking)
+        head = await store_head(store, run_id, blocking)
         if head is not None:
             if input is not None:
                 raise ResumeError(
@@ -404,15 +110,33 @@ async def start_durable_run(
                     run_id=run_id,
                 )
             return await _continue(graph, head, options, listeners, sleep, blocking)
+        if input is None:
+            raise ResumeError(
+                f"run {run_id!r} has no checkpoints in this store, so there is nothing to "
+                "continue: give an input to start a new run under this id, or check the id "
+                "and the store",
+                run_id=run_id,
+            )
     run = start_run(graph, input, run_id=run_id, listeners=listeners, sleep=sleep)
+    if options.config:
+        run.config = options.config
+    entry = await _begin(graph, run, options, None)
+    return await run.walk(entry)
+
+
+async def _begin(
+    graph: GraphProgram, run: Run, options: DurableOptions, extra: dict[str, Any] | None
+) -> str:
+    """Give a new run its checkpoint writer and first checkpoint; returns where it starts."""
     if "|" in run.run_id:
         raise ValueError(f"run_id {run.run_id!r} must not contain '|' (interrupt ids use it)")
     mirror = None
     if options.durability != "exit":
         mirror = StateMirror.of(options.serializer, run.state)
         run.written_keys = set()
+    thread = options.thread
     run.durable = Durable(
-        store,
+        options.store,
         run.run_id,
         options.serializer,
         options.durability,
@@ -421,6 +145,8 @@ async def start_durable_run(
         pause=options.pause,
         pause_before=options.pause_before,
         pause_after=options.pause_after,
+        thread_id=None if thread is None else thread.thread_id,
+        event_log=options.event_log,
     )
     entry = graph.entry
     if graph.settings.input_guardrails is not None or graph.settings.fast_route_fn is not None:
@@ -428,9 +154,128 @@ async def start_durable_run(
         if chosen is not None:
             run.one_node = True
             entry = chosen
-    if options.durability != "exit":
-        run.first_write = ("input", [entry], None)
-    return await run.walk(entry)
+    if options.durability != "exit" or thread is not None:
+        # On a thread the first checkpoint is written whatever the durability: it is
+        # the state the thread's next run starts from if this one stops early.
+        run.first_write = ("input", [entry], extra)
+    return entry
+
+
+async def _start_on_thread(
+    graph: GraphProgram,
+    input: Any,
+    options: DurableOptions,
+    run_id: str | None,
+    checkpoint_id: str | None,
+    listeners: Sequence[Listener],
+    sleep: Sleep,
+) -> Any:
+    """A new run on ``options.thread``, from the thread's state (or a checkpoint of it)."""
+    thread = options.thread
+    assert thread is not None
+    blocking = sleep is blocking_sleep
+    store = thread_store(options.store)
+    if run_id is not None and await store_head(options.store, run_id, blocking) is not None:
+        raise ResumeError(
+            f"run {run_id!r} already exists; a new run on thread {thread.thread_id!r} needs a "
+            "new run id (or none: one is made)",
+            run_id=run_id,
+        )
+    if input is None and checkpoint_id is None:
+        return await _continue_thread(graph, options, listeners, sleep, blocking)
+    run_id = run_id or new_run_id()
+    if checkpoint_id is not None:
+        return await _fork_on_thread(graph, input, options, run_id, checkpoint_id, listeners, sleep)
+    claim = await claim_thread(store, thread, run_id, sleep, blocking)
+    start_from = claim.start_from
+    encoded = None
+    if start_from is not None:
+        encoded = await load_state(options.store, start_from, blocking)
+    try:
+        state = carried_state(graph, encoded, input, options.serializer)
+        recorder = EventRecorder(run_id, graph.name, (), (*graph.listeners, *listeners))
+        run = Run(graph, state, run_id=run_id, recorder=recorder, sleep=sleep)
+        if options.config:
+            run.config = options.config
+        extra: dict[str, Any] = {"thread_run": claim.run.seq}
+        if start_from is not None:
+            extra["started_from"] = start_from
+        if claim.superseded is not None:
+            extra["superseded"] = claim.superseded
+        entry = await _begin(graph, run, options, extra)
+    except BaseException:
+        store.release_thread(thread.thread_id, run_id)
+        raise
+    return await walk_and_release(run, entry)
+
+
+async def _fork_on_thread(
+    graph: GraphProgram,
+    input: Any,
+    options: DurableOptions,
+    run_id: str,
+    checkpoint_id: str,
+    listeners: Sequence[Listener],
+    sleep: Sleep,
+) -> Any:
+    """A new run on the thread that goes on from ``checkpoint_id`` (LangGraph's replay)."""
+    thread = options.thread
+    assert thread is not None
+    if input is not None:
+        raise ValueError(
+            "give either input (a new run from the thread's state) or checkpoint_id (go on "
+            "from that checkpoint), not both"
+        )
+    blocking = sleep is blocking_sleep
+    store = thread_store(options.store)
+    checkpoint = await load_checkpoint(options.store, checkpoint_id, blocking)
+    target = continue_target(graph, checkpoint)
+    claim = await claim_thread(store, thread, run_id, sleep, blocking)
+    try:
+        encoded = await load_state(options.store, checkpoint_id, blocking)
+        run = restored_run(
+            graph,
+            checkpoint,
+            encoded,
+            options,
+            run_id=run_id,
+            parent=None,
+            listeners=listeners,
+            sleep=sleep,
+        )
+        assert run.durable is not None
+        run.durable.thread_id = thread.thread_id
+        run.first_write = (
+            "fork",
+            checkpoint.next,
+            {"forked_from": checkpoint_id, "thread_run": claim.run.seq},
+        )
+    except BaseException:
+        store.release_thread(thread.thread_id, run_id)
+        raise
+    return await walk_and_release(run, target)
+
+
+async def _continue_thread(
+    graph: GraphProgram,
+    options: DurableOptions,
+    listeners: Sequence[Listener],
+    sleep: Sleep,
+    blocking: bool,
+) -> Any:
+    """``run(None, thread_id=...)``: continue the thread's run that stopped before its end."""
+    thread = options.thread
+    assert thread is not None
+    found = thread_store(options.store).get_thread(thread.thread_id)
+    last = None if found is None else (found.owner or found.last_run)
+    head = None if last is None else await store_head(options.store, last, blocking)
+    if head is None or not head.next:
+        raise ResumeError(
+            f"thread {thread.thread_id!r} has no run to continue"
+            + ("" if found is None else f" (its last run, {last!r}, finished)")
+            + ": start a new run on it with an input",
+        )
+    return await _continue(graph, head, options, listeners, sleep, blocking)
 
 
 _STATUS_BY_TRIGGER: Final = {
@@ -456,7 +301,7 @@ def run_status(metadata: Mapping[str, Any]) -> str:
 
 
 def _refuse_unanswered(checkpoint: Checkpoint, options: DurableOptions) -> None:
-    pending, _ = _decode_interrupts(checkpoint, options.serializer)
+    pending, _ = decode_interrupts(checkpoint, options.serializer)
     if pending:
         raise ResumeError(
             f"run {checkpoint.run_id!r} is waiting for answers to "
@@ -474,32 +319,10 @@ async def _continue(
     sleep: Sleep,
     blocking: bool,
 ) -> Any:
-    target = _target(graph, head)
+    target = continue_target(graph, head)
     _refuse_unanswered(head, options)
-    run = await _load_head(graph, head, options, listeners, sleep, blocking)
-    return await run.walk(target)
-
-
-async def _load_head(
-    graph: GraphProgram,
-    head: Checkpoint,
-    options: DurableOptions,
-    listeners: Sequence[Listener],
-    sleep: Sleep,
-    blocking: bool,
-) -> Run:
-    """The run ``head`` is the latest checkpoint of, rebuilt to carry on writing after it."""
-    encoded = await _load_state(options.store, head.checkpoint_id, blocking)
-    return _restored_run(
-        graph,
-        head,
-        encoded,
-        options,
-        run_id=head.run_id,
-        parent=head,
-        listeners=listeners,
-        sleep=sleep,
-    )
+    run = await load_head(graph, head, options, listeners, sleep, blocking)
+    return await walk_and_release(run, target)
 
 
 async def resume_run(
@@ -528,7 +351,7 @@ async def resume_run(
         if durable is None or durable.store is not options.store:
             live = None
         else:
-            head = await _head(options.store, run_id, blocking)
+            head = await store_head(options.store, run_id, blocking)
             if head is None or head.checkpoint_id != live._checkpoint_id:
                 # The run moved on without this process (another resumer, update_state):
                 # the state in memory is stale; continue from the store instead.
@@ -543,21 +366,16 @@ async def resume_run(
             "pass the store the run was saved in",
             run_id=run_id,
         )
-    head = await _head(options.store, run_id, blocking)
+    head = await store_head(options.store, run_id, blocking)
     if head is None:
         raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
-    pending, _ = _decode_interrupts(head, options.serializer)
+    pending, _ = decode_interrupts(head, options.serializer)
     _check_answers(run_id, answers, pending)
-    target = _target(graph, head)
+    target = continue_target(graph, head)
     _check_askers(graph, run_id, [pending[i] for i in answers])
-    run = await _load_head(graph, head, options, listeners, sleep, blocking)
+    run = await load_head(graph, head, options, listeners, sleep, blocking)
     await _record_answers(run, answers, head.next)
-    return await run.walk(target)
-
-
-def _in_run(interrupt_id: str, run_id: str) -> str:
-    """``interrupt_id`` as the same question in run ``run_id``."""
-    return run_id + "|" + interrupt_id.split("|", 1)[1]
+    return await walk_and_release(run, target)
 
 
 def _check_answers(run_id: str, answers: Mapping[str, Any], pending: Mapping[str, Any]) -> None:
@@ -637,6 +455,8 @@ async def _resume_live(
     )
     run.restart_clock()
     run.sleep = sleep
+    if options is not None and options.config:
+        run.config = options.config
     durable = run.durable
     if durable is not None and options is not None:
         durable.pause = options.pause
@@ -660,136 +480,4 @@ async def _resume_live(
         target, run._resume_branches = run._resume_branches, None  # not routed again
     elif durable is not None and isinstance(target, str):
         durable.skip_gate = target  # the paused node already passed its gate
-    return await run.walk(target)
-
-
-# --------------------------------------------------------------- inspection
-
-
-async def get_state(
-    graph: GraphProgram,
-    store: CheckpointStore,
-    run_id: str,
-    serializer: StateSerializer,
-    blocking: bool,
-) -> StateSnapshot:
-    """The run's latest checkpoint as a StateSnapshot."""
-    head = await _head(store, run_id, blocking)
-    if head is None:
-        raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
-    encoded = await _load_state(store, head.checkpoint_id, blocking)
-    snapshot: StateSnapshot = _snapshot(graph, head, encoded, serializer)
-    return snapshot
-
-
-async def get_history(
-    graph: GraphProgram,
-    store: CheckpointStore,
-    run_id: str,
-    serializer: StateSerializer,
-    blocking: bool,
-    limit: int | None,
-) -> list[StateSnapshot]:
-    """Every checkpoint of the run, newest first (the newest ``limit`` of them).
-
-    States are rebuilt oldest first, applying each delta in place, and the
-    history (which only grows) is decoded once per entry, not once per
-    checkpoint, so listing a long run stays close to linear.
-    """
-    if limit is not None and (type(limit) is not int or limit < 0):
-        raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
-    head = await _head(store, run_id, blocking)
-    if head is None:
-        raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
-    if limit == 0:
-        return []
-    if limit is None:
-        checkpoints = store.list(run_id) if blocking else await store.alist(run_id)
-    else:
-        before = head.checkpoint_id
-        older = (
-            (
-                store.list(run_id, limit=limit - 1, before=before)
-                if blocking
-                else await store.alist(run_id, limit=limit - 1, before=before)
-            )
-            if limit > 1
-            else []
-        )
-        checkpoints = [*older, head]
-    snapshots: list[StateSnapshot] = []
-    working: dict[str, Any] | None = None
-    history: list[Any] = []
-    history_source: Any = None
-    for checkpoint in checkpoints:
-        if checkpoint.kind == "snapshot":
-            working = copy_encoded(checkpoint.values)
-        elif working is None:  # the first one listed is a delta: rebuild it from its chain
-            working = await _load_state(store, checkpoint.checkpoint_id, blocking)
-        else:
-            apply_delta_in_place(working, checkpoint.values, checkpoint.checkpoint_id)
-        encoded_history = working.get("history", [])
-        if encoded_history is not history_source or len(history) > len(encoded_history):
-            history, history_source = [], encoded_history  # replaced: decode it afresh
-        for i in range(len(history), len(encoded_history)):
-            history.append(
-                _decode_history_entry(encoded_history[i], f"history[{i}]", serializer.decode)
-            )
-        snapshots.append(_snapshot(graph, checkpoint, working, serializer, history))
-    snapshots.reverse()
-    return snapshots
-
-
-async def update_state(
-    graph: GraphProgram,
-    run_id: str,
-    values: Mapping[str, Any],
-    options: DurableOptions,
-    *,
-    as_node: str | None,
-    blocking: bool,
-) -> str:
-    """Merge ``values`` into the run's latest state (through the reducers); returns the new id."""
-    store = options.store
-    head = await _head(store, run_id, blocking)
-    if head is None:
-        raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
-    if as_node is not None and as_node not in graph.nodes:
-        raise ValueError(
-            f"as_node={as_node!r} is not a node of graph {graph.name!r}; "
-            f"nodes: {', '.join(sorted(graph.nodes))}"
-        )
-    if not isinstance(values, Mapping):
-        raise TypeError(f"values must be a mapping of data keys, got {type(values).__name__}")
-    run = await _load_head(
-        graph, head, options, (), blocking_sleep if blocking else _no_sleep, blocking
-    )
-    writer = as_node or "update_state"
-    output = NodeOutput(dict(values))
-    run._merger.merge(run.state, output, writer, run.steps)
-    if graph.schema.model is not None:
-        # Checked now, not when the continued run exits: nothing invalid is saved.
-        graph.schema.validate_exit(run.state.data, state=run.state)
-    if run.written_keys is not None:
-        run.written_keys.update(output.written_keys())
-    durable = run.durable
-    assert durable is not None
-    if as_node is not None:
-        next_ = encode_next("after", as_node)
-        interrupts: dict[str, dict[str, Any]] = {}
-        extra: dict[str, Any] = {"as_node": as_node}
-    else:
-        next_ = list(head.next)
-        interrupts = dict(head.interrupts)
-        memo = head.metadata.get("memo")
-        extra = {"memo": memo} if memo else {}
-    checkpoint = durable.make(run, "update", next_, interrupts=interrupts, extra=extra)
-    if blocking:
-        store.save(checkpoint, expected_version=checkpoint.version - 1)
-    else:
-        await store.asave(checkpoint, expected_version=checkpoint.version - 1)
-    return checkpoint.checkpoint_id
-
-
-async def _no_sleep(seconds: float) -> None:
-    return None
+    return await walk_and_release(run, target)

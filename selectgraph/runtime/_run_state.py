@@ -12,9 +12,10 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from time import perf_counter
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from selectgraph.core._branch import BranchRef
@@ -117,6 +118,9 @@ class RunState:
             self._direct_calls = self._direct_async = _NO_DIRECT
             self._decide = partial(tasks.decision, self)
 
+    config: Mapping[str, Any] = MappingProxyType({})
+    """Run-time values for the nodes (``context.config``): what the caller passed as
+    ``config=``, or LangGraph's ``config["configurable"]``."""
     tasks: TaskRunner | None = None
     """The executor's task runner, when an executor runs this run's tasks."""
 

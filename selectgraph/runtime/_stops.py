@@ -87,7 +87,10 @@ class Stops(Interrupts):
                 durable.close()
         else:
             self._roll_back(name)
-        return self._finish(reason)  # type: ignore[arg-type]
+        result = self._finish(reason)  # type: ignore[arg-type]
+        if durable is not None:
+            await durable.log_tail(self)
+        return result
 
     async def _stop_durably(self, stop: Stop) -> GraphResult:
         """End a run that has a checkpoint store: write its last checkpoint, then report."""
@@ -112,6 +115,7 @@ class Stops(Interrupts):
                 self._checkpoint_id,
                 result=result,
             )
+            await durable.log_tail(self)
             return result
         self.state.current_node = None
         if stop in _STOPPED_EARLY and isinstance(self._stopped_at, str):
@@ -124,8 +128,11 @@ class Stops(Interrupts):
         durable.close()
         self._checkpoint_id = checkpoint.checkpoint_id
         if stop == "max_steps":
-            return self._stop_at_limit(self._stopped_at)
-        return self._finish("end" if stop == "join" else stop)
+            result = self._stop_at_limit(self._stopped_at)
+        else:
+            result = self._finish("end" if stop == "join" else stop)
+        await durable.log_tail(self)
+        return result
 
     def _resume_point(self, name: str, in_fan_out: bool = False) -> list[Any]:
         """Where a run that stopped inside ``name`` continues, rolling back its unfinished visit."""

@@ -31,7 +31,9 @@ from selectgraph.core._control import (
 )
 from selectgraph.core._control import enter as enter_control
 from selectgraph.core._control import leave as leave_control
+from selectgraph.core._errors import ThreadTakenOver
 from selectgraph.core._interrupts import NodeInterrupt
+from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError, ReducerError, StateValidationError
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.nodes._output import read_output
@@ -131,6 +133,10 @@ class Walker(FanOuts, Routing, Detection, Stops):
             if not top:
                 raise  # the run at the top pauses, with every branch's questions
             return await self._asked(signal, *self._where)
+        except ThreadTakenOver as lost:
+            if not top:
+                raise
+            return self._superseded(lost)
         except GraphRunError as error:
             if top:
                 name, at = self._where
@@ -429,6 +435,21 @@ class Walker(FanOuts, Routing, Detection, Stops):
         self._attach(error)
         if self.durable is not None:
             await self._save_failure(error, name, in_fan_out)
+
+    def _superseded(self, lost: ThreadTakenOver) -> GraphResult:
+        """A newer input took the run's thread over: stop here, keeping what was saved.
+
+        The node whose checkpoint was refused completed, but its writes stay
+        unsaved: the run that took the thread started from the checkpoint before.
+        """
+        durable = self.durable
+        if durable is not None:
+            durable.close()
+        self._degraded = True
+        self.state.current_node = None
+        result = self._build_result("superseded", "degraded")
+        self.recorder.record(RunCancelled, self.steps, "superseded", None)
+        return result
 
     def _token_cancelled(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the run's own token cancelling its task; if so, take it back.

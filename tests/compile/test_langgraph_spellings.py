@@ -86,19 +86,46 @@ def test_leaving_a_stream_early_stops_the_run() -> None:
     stream.close()  # must not hang
 
 
-def test_a_thread_id_names_the_run_and_the_checkpointer_keeps_it() -> None:
+def test_a_thread_id_names_the_thread_and_the_checkpointer_keeps_it() -> None:
     graph = looping().compile(checkpointer=InMemoryCheckpointStore())
     config = {"configurable": {"thread_id": "t-1"}}
     assert graph.invoke({"n": 0}, config)["n"] == 3
-    assert graph.get_state("t-1").values["n"] == 3
-    history = graph.get_history("t-1")
+    assert graph.get_state(config).values["n"] == 3
+    history = graph.get_history(config)
     assert history[0].metadata["trigger"] == "end"
+    assert history[0].metadata["thread_id"] == "t-1"
     earlier = next(s for s in history if s.values.get("n") == 1)
     forked = graph.invoke(
         None, {"configurable": {"thread_id": "t-2", "checkpoint_id": earlier.checkpoint_id}}
     )
     assert forked["n"] == 3
-    assert graph.get_state("t-2").values["log"] == ["count 1", "count 2", "count 3"]
+    state = graph.get_state({"configurable": {"thread_id": "t-2"}})
+    assert state.values["log"] == ["count 1", "count 2", "count 3"]
+
+
+def test_invoking_a_thread_twice_continues_the_conversation() -> None:
+    # LangGraph's chat-memory pattern: the second call starts from the first one's state.
+    graph = looping().compile(checkpointer=InMemoryCheckpointStore())
+    config = {"configurable": {"thread_id": "chat"}}
+    first = graph.invoke({"n": 0}, config)
+    second = graph.invoke({"n": 1}, config)
+    assert first["log"] == ["count 1", "count 2", "count 3"]
+    assert second["log"] == [*first["log"], "count 2", "count 3"]
+    runs = graph.get_history(config)
+    assert len({snapshot.run_id for snapshot in runs}) == 2
+
+
+def test_other_configurable_keys_reach_the_nodes() -> None:
+    seen: list[Any] = []
+
+    def node(state: Any, context: Any) -> dict[str, Any]:
+        seen.append(dict(context.config))
+        return {}
+
+    graph = AgentGraph("cfg")
+    graph.add_node("n", node, next_node=END)
+    graph.invoke({}, {"configurable": {"user": "ann", "model": "small"}})
+    assert seen == [{"user": "ann", "model": "small"}]
 
 
 def test_recursion_limit_is_the_step_limit_of_that_run() -> None:
@@ -129,7 +156,7 @@ def test_command_resume_answers_the_pending_question() -> None:
     [interrupt] = waiting["__interrupt__"]
     assert (interrupt.prompt, interrupt.payload) == ("Continue?", {"n": 5})
     assert graph.invoke(Command(resume="yes"), config) == {"n": 5, "answer": "yes"}
-    with pytest.raises(ResumeError, match="run 'q' is not waiting for an answer"):
+    with pytest.raises(ResumeError, match="thread 'q' is not waiting for an answer"):
         graph.invoke(Command(resume="again"), config)
 
 
@@ -148,7 +175,7 @@ def test_command_resume_needs_a_checkpointer_and_a_thread() -> None:
     [
         ("thread-1", TypeError, "config must be a dict"),
         ({"callbacks": []}, ValueError, "'callbacks', which selectgraph does not read"),
-        ({"configurable": {"user_id": 1}}, ValueError, "'user_id'; selectgraph reads thread_id"),
+        ({"configurable": "t-1"}, TypeError, "config\\['configurable'\\] must be a dict"),
         ({"recursion_limit": 0}, ValueError, "recursion_limit must be an integer >= 1"),
     ],
 )

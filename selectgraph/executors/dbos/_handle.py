@@ -35,7 +35,7 @@ from selectgraph.executors.dbos._runner import STREAM
 from selectgraph.executors.dbos._workflow import FAILURE, INTERRUPTS, STATE_ATTRIBUTE
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._memory import InMemoryCheckpointStore
-from selectgraph.runtime._resume import StateSnapshot
+from selectgraph.runtime._inspect import StateSnapshot
 
 __all__ = ["RunCancelledError", "RunFailedError", "RunHandle", "RunStatus"]
 
