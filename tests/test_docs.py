@@ -159,6 +159,13 @@ PRINTED = {
         "Publish?\nTrue",
     ],
     "docs/studio.md": ["['/', '/api/graph', '/api/runs']"],
+    "docs/threads.md": [
+        "2 ['hello', 'and again']\n['hello', 'and again']\nTrue",
+        "['hi', 'echo: hi', 'bye', 'echo: bye']\n['echo: hi', 'bye']",
+        "refused: t\none two",
+        "['RunStarted', 'CheckpointSaved', 'NodeStarted']\nRunFinished",
+        "{'n': 2}\n['t1']\n2\n3\nTrue\n['t2']",
+    ],
     "README.md": [
         "['write', 'review', 'write', 'review', 'write', 'review']",
         "reply to",  # the offline agent chain answered
