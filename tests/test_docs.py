@@ -159,6 +159,11 @@ PRINTED = {
         "Publish?\nTrue",
     ],
     "docs/studio.md": ["['/', '/api/graph', '/api/runs']"],
+    "docs/howto/chat.md": [
+        "Hello, Ann!\nYour name is Ann.\n['My name is Ann.', 'Hello, Ann!', 'What is my name?']",
+        "You told me: Ann.",
+        "['First answer.', 'Second answer.']",
+    ],
     "docs/threads.md": [
         "2 ['hello', 'and again']\n['hello', 'and again']\nTrue",
         "['hi', 'echo: hi', 'bye', 'echo: bye']\n['echo: hi', 'bye']",
