@@ -2,7 +2,8 @@
 
 Run with ``python -m benchmarks`` (``--quick`` for a short smoke run;
 ``python -m benchmarks checkpoints`` for the durable-execution benchmark alone,
-``python -m benchmarks observability`` for the observability benchmark alone). Both
+``python -m benchmarks observability`` for the observability benchmark alone,
+``python -m benchmarks threads`` for a 1,000-turn thread). Both
 libraries' runs are interleaved, repetition by repetition, so they share the
 machine's conditions; each figure is the median over repetitions, and the
 ratio is LangGraph's median over selectgraph's. Workloads that need an API
@@ -479,11 +480,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "suite",
         nargs="?",
-        choices=["all", "checkpoints", "observability", "scaleout"],
+        choices=["all", "checkpoints", "observability", "scaleout", "threads"],
         default="all",
         help="'checkpoints' runs only the durable-execution benchmark (issue 9), "
         "'observability' only the observer, stream, tracing and budget-check one (issue 10), "
-        "'scaleout' the DBOS executor over worker processes (issue 14; not part of 'all')",
+        "'scaleout' the DBOS executor over worker processes (issue 14; not part of 'all'), "
+        "'threads' a 1,000-turn conversation on one thread (issue 21; not part of 'all')",
     )
     args = parser.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
@@ -502,6 +504,14 @@ def main(argv: list[str] | None = None) -> int:
         f"selectgraph {__version__} vs langgraph {lg_version or '-'}, Python "
         f"{platform.python_version()}, {platform.machine()}; median of {shown} repetitions\n"
     )
+    if args.suite == "threads":
+        from benchmarks import threads
+
+        found_threads = threads.main(args.quick, lg_version is not None)
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump([asdict(row) for row in found_threads], handle, indent=2)
+        return 0
     if args.suite == "scaleout":
         from benchmarks import scaleout
 
