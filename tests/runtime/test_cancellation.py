@@ -326,13 +326,24 @@ async def test_arun_cancels_a_stalled_reply_of_the_shared_wire_server() -> None:
             Agent(AgentConfig(name="writer", model="gpt-4o-mini"), provider=provider),
             next_node=END,
         )
-        asyncio.get_running_loop().call_later(0.3, token.cancel)
-        started = time.monotonic()
-        result = await graph.arun("write")
-        elapsed = time.monotonic() - started
+        cancelled_at: list[float] = []
+
+        async def cancel_once_the_request_is_in() -> None:
+            # Waits for the server, not for a fixed time: a loaded machine may be slow to
+            # send the request, and cancelling before it is sent tests something else.
+            while not server.requests:
+                await asyncio.sleep(0.01)
+            cancelled_at.append(time.monotonic())
+            token.cancel()
+
+        canceller = asyncio.ensure_future(cancel_once_the_request_is_in())
+        result = await asyncio.wait_for(graph.arun("write"), timeout=60)
+        await canceller
 
         assert_cancelled(result)
-        assert elapsed < 2.0
+        # The provider's timeout is 30 s: returning well before it means the request in
+        # flight was abandoned when the token was cancelled, not waited out.
+        assert time.monotonic() - cancelled_at[0] < 15
         assert len(server.requests) == 1
         assert server.unused_replies("/v1/chat/completions") == 0
         await provider.aclose()
