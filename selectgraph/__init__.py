@@ -18,8 +18,10 @@ from selectgraph.agents import (
 from selectgraph.core._branch import BranchRef
 from selectgraph.core._control import CancellationToken
 from selectgraph.core._errors import (
+    AnswerInvalid,
     Diagnostic,
     GraphBuildError,
+    GraphChanged,
     GraphSpecError,
     ProviderError,
     ProviderRequestError,
@@ -28,6 +30,7 @@ from selectgraph.core._errors import (
     ResumeError,
     SelectGraphError,
     StateDecodeError,
+    StateMigrationError,
     StateSerializationError,
     TypeNotAllowedError,
 )
@@ -152,6 +155,7 @@ __all__ = [
     "AgentObserver",
     "AgentOutputError",
     "AgentResult",
+    "AnswerInvalid",
     "AsyncAgentObserver",
     "BranchError",
     "BranchRef",
@@ -172,6 +176,7 @@ __all__ = [
     "FailureMode",
     "FileCheckpointStore",
     "GraphBuildError",
+    "GraphChanged",
     "GraphEvent",
     "GraphEventType",
     "GraphResult",
@@ -225,6 +230,7 @@ __all__ = [
     "Scatter",
     "SelectGraphError",
     "StateDecodeError",
+    "StateMigrationError",
     "StateSerializationError",
     "StateSerializer",
     "StateSnapshot",

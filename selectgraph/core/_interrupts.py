@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Interrupt", "InterruptRequest", "NodeInterrupt", "PauseToken", "interrupt_run_id"]
+from pydantic import BaseModel
+
+from selectgraph.core._answers import ResponseSchema, json_schema_of
+
+__all__ = [
+    "Interrupt",
+    "InterruptRequest",
+    "NodeInterrupt",
+    "PauseToken",
+    "ResponseSchema",
+    "interrupt_run_id",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,12 +27,23 @@ class InterruptRequest:
         >>> def review(state):
         ...     answer = yield InterruptRequest("Approve?", {"draft": state.data["draft"]})
         ...     state.data["approved"] = answer == "yes"
+
+    With ``response_schema=Verdict`` (a Pydantic model), ``resume`` refuses an answer
+    that does not fit with ``AnswerInvalid`` before anything runs, and the node
+    receives a ``Verdict``.
     """
 
     prompt: str = ""
     """The question, as shown to the person answering."""
     payload: Any = None
     """Anything that helps them answer (JSON data: it is saved with the checkpoint)."""
+    response_schema: ResponseSchema | None = None
+    """What the answer must fit, checked by ``resume`` before anything runs: a Pydantic
+    model class (the node then receives an instance of it) or a JSON schema dict (the
+    node receives the JSON value). None: any answer is taken as it is."""
+
+    def __post_init__(self) -> None:
+        json_schema_of(self.response_schema)  # a clear error at the yield for a bad schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +60,12 @@ class Interrupt:
     """What the node attached to it."""
     index: int = 0
     """Which yield of the node's visit this is (0 for the first)."""
+    response_schema: dict[str, Any] | None = None
+    """The JSON schema the answer must fit (a model's ``model_json_schema()``), for a UI
+    to render a form from; None when the question takes any answer."""
+    response_model: type[BaseModel] | None = field(default=None, compare=False, repr=False)
+    """The Pydantic model class the node asked with, in a process where the node yielded
+    it; None for a question read back from a checkpoint (its ``response_schema`` stays)."""
 
     @property
     def run_id(self) -> str:

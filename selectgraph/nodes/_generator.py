@@ -9,6 +9,11 @@ live generator from an earlier pause of this very task is still in memory.
 - After a restart, the generator starts over and every yield that already has
   an answer is sent it at once, in order; work wrapped in ``context.once()``
   returns its saved result instead of running again.
+
+A question asked with a ``response_schema`` carries it as JSON schema (and, in
+this process, its model class). Its recorded answer, checked by ``resume``
+before the run went on, is JSON data: a model schema's answer is sent to the
+generator as an instance of the model, on both paths.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from typing import Any, Protocol
 
+from selectgraph.core._answers import answer_for_node, json_schema_of, model_of
 from selectgraph.core._callables import (
     callable_name,
     is_generator_callable,
@@ -95,7 +101,11 @@ class GeneratorAdapter:
             if not found:  # nothing to say yet: suspend again at the same yield
                 host.keep_live(task, generator, state, waiting)
                 raise NodeInterrupt(waiting)
-            sending: Any = value
+            try:
+                sending: Any = answer_for_node(waiting.response_model, value, waiting.id)
+            except BaseException:
+                _close(generator)
+                raise
             index += 1
         else:
             generator = self.fn(state, context) if self.takes_context else self.fn(state)
@@ -178,14 +188,21 @@ class GeneratorAdapter:
             )
         interrupt_id = host.interrupt_id(task, index)
         found, value = host.answer_for(interrupt_id)
+        schema = request.response_schema
         if found:
-            return value
+            try:
+                return answer_for_node(schema, value, interrupt_id)
+            except BaseException:
+                _close(generator)
+                raise
         interrupt = Interrupt(
             id=interrupt_id,
             node=self.node,
             prompt=request.prompt,
             payload=request.payload,
             index=index,
+            response_schema=json_schema_of(schema),
+            response_model=model_of(schema),
         )
         host.keep_live(task, generator, view, interrupt)
         raise NodeInterrupt(interrupt)

@@ -1,16 +1,19 @@
 """A run's InterruptBook as JSON data, and back.
 
-A checkpoint carries the book (questions, answers, memoized ``context.once``
-results, paused subgraph runs, finished branches' writes), and an executor
-that records tasks elsewhere carries the part of it a task changed. Both go
-through these functions, so the two forms cannot drift apart.
+A checkpoint carries the book (questions with their response schemas, answers,
+memoized ``context.once`` results, paused subgraph runs, finished branches'
+writes), and an executor that records tasks elsewhere carries the part of it a
+task changed. Both go through these functions, so the two forms cannot drift
+apart.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from selectgraph.core._errors import StateDecodeError
 from selectgraph.core._interrupts import Interrupt
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState
@@ -79,12 +82,16 @@ def encode_book(
     encode = serializer.encode
     records: dict[str, dict[str, Any]] = {}
     for item in pending:
-        records[item.id] = {
+        record = records[item.id] = {
             "node": item.node,
             "prompt": item.prompt,
             "payload": encode(item.payload, f"interrupts[{item.id!r}].payload"),
             "index": item.index,
         }
+        if item.response_schema is not None:
+            # JSON data already, stored as it is (a copy: the Interrupt's is the caller's
+            # to change), so any process checks answers against it.
+            record["response_schema"] = copy.deepcopy(item.response_schema)
     for interrupt_id, answer in book.answers.items():
         if interrupt_id not in records:
             records[interrupt_id] = {
@@ -123,12 +130,16 @@ def decode_interrupt_records(
         if record.get("answered"):
             answers[interrupt_id] = serializer.decode(record.get("answer"), f"{at}.answer")
         else:
+            schema = record.get("response_schema")
+            if schema is not None and type(schema) is not dict:
+                raise StateDecodeError(f"{at}.response_schema", "expected a JSON schema object")
             pending[interrupt_id] = Interrupt(
                 id=interrupt_id,
                 node=str(record.get("node", "")),
                 prompt=str(record.get("prompt", "")),
                 payload=serializer.decode(record.get("payload"), f"{at}.payload"),
                 index=int(record.get("index", 0)),
+                response_schema=copy.deepcopy(schema),
             )
     return pending, answers
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from selectgraph.core._answers import check_answer
 from selectgraph.core._errors import ResumeError
 from selectgraph.core._interrupts import Interrupt, interrupt_run_id
 from selectgraph.observe._recorder import EventRecorder, Listener
@@ -370,7 +371,8 @@ async def resume_run(
     if head is None:
         raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
     pending, _ = decode_interrupts(head, options.serializer)
-    _check_answers(run_id, answers, pending)
+    # Checked against the schemas stored with the questions, before anything runs.
+    answers = _check_answers(run_id, answers, pending)
     target = continue_target(graph, head)
     _check_askers(graph, run_id, [pending[i] for i in answers])
     run = await load_head(graph, head, options, listeners, sleep, blocking)
@@ -378,7 +380,19 @@ async def resume_run(
     return await walk_and_release(run, target)
 
 
-def _check_answers(run_id: str, answers: Mapping[str, Any], pending: Mapping[str, Any]) -> None:
+def _check_answers(
+    run_id: str, answers: Mapping[str, Any], pending: Mapping[str, Interrupt]
+) -> dict[str, Any]:
+    """The answers to record: each names a pending question and fits its response schema.
+
+    An answer to a question with a schema comes back as the JSON data it was
+    checked as (see ``core/_answers``); the others as they were given.
+
+    Raises:
+        ResumeError: an answer names a question that is not pending.
+        AnswerInvalid: an answer does not fit its question's schema (the first one that
+            does not, of several): nothing is applied.
+    """
     unknown = [interrupt_id for interrupt_id in answers if interrupt_id not in pending]
     if unknown:
         waiting = ", ".join(map(repr, pending)) or "none"
@@ -387,6 +401,17 @@ def _check_answers(run_id: str, answers: Mapping[str, Any], pending: Mapping[str
             f"already answered or never raised (pending: {waiting})",
             run_id=run_id,
         )
+    checked: dict[str, Any] = {}
+    for interrupt_id, answer in answers.items():
+        asked = pending[interrupt_id]
+        checked[interrupt_id] = check_answer(
+            interrupt_id,
+            answer,
+            asked.response_schema,
+            asked.response_model,  # at hand in the process the node asked in
+            run_id=run_id,
+        )
+    return checked
 
 
 def _check_askers(graph: GraphProgram, run_id: str, interrupts: list[Interrupt]) -> None:
@@ -448,7 +473,8 @@ async def _resume_live(
     listeners: Sequence[Listener],
 ) -> Any:
     book = run.ensure_book()
-    _check_answers(run.run_id, answers, book.pending)
+    # Checked before anything changes: a refused answer leaves the live generator waiting.
+    answers = _check_answers(run.run_id, answers, book.pending)
     # The continued run reports like a replayed one: its own events, observers and time.
     run.recorder = EventRecorder(
         run.run_id, run.graph.name, run.namespace, (*run.graph.listeners, *listeners)

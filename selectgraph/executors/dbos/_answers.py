@@ -1,6 +1,9 @@
-"""Claims on interrupts: of two answers to one question, exactly one wins.
+"""Answers to interrupts: checked against the question's schema, then claimed.
 
-``resume`` first claims the interrupt by inserting its answer under the
+``resume`` first checks the answer against the ``response_schema`` stored with
+the question (in the run's published checkpoints), so an answer that does not
+fit is refused with :class:`~selectgraph.AnswerInvalid` before it is claimed or
+sent. It then claims the interrupt by inserting its answer under the
 interrupt's id (a primary key). The insert that lands wins and sends the
 answer to the run; a second answer finds the claim: the same answer again is
 a harmless retry (it is sent again, and DBOS drops the duplicate message),
@@ -10,18 +13,63 @@ a different one is refused with :class:`AnswerConflictError`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
+from selectgraph.core._answers import check_answer
 from selectgraph.core._errors import ResumeError
 from selectgraph.executors.dbos._database import ANSWERS_TABLE, create_tables
 
-__all__ = ["AnswerConflictError", "Claims"]
+__all__ = ["AnswerConflictError", "Claims", "checked_answer", "stored_schema"]
 
 
 class AnswerConflictError(ResumeError):
     """The interrupt was already answered, with a different answer."""
+
+
+def stored_schema(
+    interrupt_id: str,
+    listed: Iterable[Mapping[str, Any]],
+    checkpoints: Callable[[], list[dict[str, Any]]],
+) -> dict[str, Any] | None:
+    """The JSON schema question ``interrupt_id`` was asked with, or None (any answer).
+
+    ``listed`` are the run's pending questions as its interrupts event lists them:
+    when one carries its schema, that settles it. Otherwise the newest of the run's
+    published ``checkpoints`` (stored records, oldest first) that holds the question
+    unanswered does: its interrupt record is where a run keeps the schema.
+    """
+    for raw in listed:
+        if raw.get("id") == interrupt_id and type(raw.get("response_schema")) is dict:
+            return dict(raw["response_schema"])
+    for checkpoint in reversed(checkpoints()):
+        records = checkpoint.get("interrupts")
+        record = records.get(interrupt_id) if type(records) is dict else None
+        if type(record) is dict and not record.get("answered"):
+            schema = record.get("response_schema")
+            return schema if type(schema) is dict else None
+    return None
+
+
+def checked_answer(
+    run_id: str,
+    interrupt_id: str,
+    value: Any,
+    listed: Iterable[Mapping[str, Any]],
+    checkpoints: Callable[[], list[dict[str, Any]]],
+) -> Any:
+    """``value`` as the answer to send: checked against the question's stored schema.
+
+    An answer to a question with a schema comes back as the JSON data it was
+    checked as; any other as it was given.
+
+    Raises:
+        AnswerInvalid: the answer does not fit the question's schema.
+    """
+    schema = stored_schema(interrupt_id, listed, checkpoints)
+    return check_answer(interrupt_id, value, schema, run_id=run_id)
 
 
 class Claims:

@@ -27,7 +27,7 @@ from selectgraph.compile._options import GraphInput
 from selectgraph.core._errors import ResumeError
 from selectgraph.core._interrupts import interrupt_run_id
 from selectgraph.core._serialization import StateSerializer
-from selectgraph.executors.dbos._answers import Claims
+from selectgraph.executors.dbos._answers import Claims, checked_answer
 from selectgraph.executors.dbos._database import (
     create_engine,
     is_sqlite,
@@ -285,9 +285,15 @@ class DBOSExecutor:
         question exactly one is applied; giving the winning answer again is
         a no-op.
 
+        An answer to a question asked with a ``response_schema`` is checked
+        against the schema stored with the question before it is recorded, and
+        recorded and sent as the JSON data it was checked as.
+
         Raises:
             UnknownRunError: there is no such run.
             ResumeError: the run has ended, or does not wait on this question.
+            AnswerInvalid: the answer does not fit the question's response schema;
+                nothing was recorded or sent.
             AnswerConflictError: another answer to this question was applied.
         """
         handle = self.handle(run_id)
@@ -309,9 +315,11 @@ class DBOSExecutor:
             raise ResumeError(
                 f"run {run_id!r} has ended ({status}); there is nothing to answer", run_id=run_id
             )
+        listed: list[dict[str, Any]] = []
         if won is None:
             pending = self.client.get_event(run_id, INTERRUPTS, timeout_seconds=0)
-            ids = [raw["id"] for raw in pending.get("pending", [])] if type(pending) is dict else []
+            listed = list(pending.get("pending", [])) if type(pending) is dict else []
+            ids = [raw["id"] for raw in listed]
             if interrupt_id not in ids:
                 waiting = ", ".join(map(repr, ids)) or "nothing"
                 raise ResumeError(
@@ -319,6 +327,9 @@ class DBOSExecutor:
                     f"(it is {status}; it waits on {waiting})",
                     run_id=run_id,
                 )
+        # Before the claim: an answer that does not fit is neither recorded nor sent.
+        value = checked_answer(run_id, interrupt_id, value, listed, handle.checkpoint_records)
+        encoded = serializer.encode(value, f"answer to {interrupt_id!r}")
         self.claims.claim(run_id, interrupt_id, encoded)  # raises when another answer won
         self.client.send(
             run_id,
