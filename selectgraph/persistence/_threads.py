@@ -110,10 +110,13 @@ class ThreadRun:
     """One run of a thread, in the order the thread had them."""
 
     thread_id: str
+    """The thread."""
     run_id: str
+    """The run."""
     seq: int
     """1 for the thread's first run, 2 for the next..."""
     created_at: dt.datetime
+    """When it claimed the thread."""
     strategy: str
     """How it got the thread: ``"new"`` (idle or new thread), or the strategy it took it with."""
     start_from: str | None = None
@@ -127,7 +130,9 @@ class Claim:
     """A successful claim: the thread (now owned by the run) and where the run starts."""
 
     thread: Thread
+    """The thread as the claim left it."""
     run: ThreadRun
+    """The run's record in the thread."""
     start_from: str | None
     """The checkpoint whose state the run continues (``None``: its input alone)."""
     superseded: str | None = None
@@ -153,6 +158,7 @@ class StoredEvent:
     """One event of a run's stored log."""
 
     run_id: str
+    """The run."""
     seq: int
     """Its place in the run's log: 1, 2, 3... with no gaps; read on with ``after=seq``."""
     event: dict[str, Any]
