@@ -148,6 +148,7 @@ def _summary(result: Any) -> dict[str, Any]:
                 "prompt": i.prompt,
                 "payload": json_value(i.payload),
                 "index": i.index,
+                "response_schema": i.response_schema,
             }
             for i in result.interrupts
         ],
