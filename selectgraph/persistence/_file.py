@@ -2,16 +2,27 @@
 
 Layout under the directory::
 
-    runs/<run key>/HEAD                  {"run_id": ..., "version": n}: the commit point
+    runs/<run key>/HEAD                  {"run_id", "version": n, "events": m}: the commit point
     runs/<run key>/LOCK                  locked (flock) while a writer works on the run
     runs/<run key>/<version>.json        one checkpoint, its whole record
     runs/<run key>/writes/<version>/<task key>.json   pending writes of finished tasks
+    runs/<run key>/events/<seq>.jsonl    the events one save appended, from seq on, one a line
     ids/<checkpoint id key>              "<run key>/<version>", to find a checkpoint by id
+    threads/<thread key>/THREAD          the thread's record (owner, last run, runs: n...)
+    threads/<thread key>/LOCK            locked while a claim, save or change works on it
+    threads/<thread key>/runs/<seq>.json one run of the thread (ThreadRun)
+    threads/<thread key>/by_run/<run key>  the seqs of a run's records there, to find them
+    threads/<thread key>/QUEUE           the tickets of inputs waiting for it, in order
 
 Every file is written to a temporary name, fsynced, then renamed over its
 final name (``os.replace`` is atomic), and the directory is fsynced. A save is
 committed when HEAD says so: a checkpoint file or id entry left by a writer
-that crashed before HEAD moved is ignored, then overwritten by the next save.
+that crashed before HEAD moved is ignored, then overwritten by the next save;
+so is an events file past HEAD's ``events``. A thread's THREAD file is its
+commit point the same way: run records past its ``runs`` are ignored.
+
+A save that names a thread locks the thread, then the run (every writer takes
+them in that order), so a claim and the run's save never interleave.
 """
 
 from __future__ import annotations
@@ -19,73 +30,37 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from selectgraph.core._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
 from selectgraph.persistence._base import BlockingStore, rebased_child, window
 from selectgraph.persistence._checkpoint import Checkpoint
-from selectgraph.persistence._codec import decode_record, encode_record, encode_writes
+from selectgraph.persistence._codec import (
+    decode_record,
+    encode_events,
+    encode_record,
+    encode_writes,
+)
+from selectgraph.persistence._file_io import (
+    WIDTH,
+    fsync_dir,
+    key,
+    locked,
+    remove_tree,
+    write_atomic,
+)
+from selectgraph.persistence._file_threads import FileThreads
+from selectgraph.persistence._thread_records import check_owner, thread_to_json, touched
 
 __all__ = ["FileCheckpointStore"]
 
-_WIDTH: Final = 12  # version digits in file names, so names sort like versions
+_key = key  # its name before _file_io: tests and tools reach it as _file._key
 
 
-def _key(text: str) -> str:
-    # Ids are caller data: hashed, they are always one safe, short file name.
-    return hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-def _fsync_dir(directory: Path) -> None:
-    if sys.platform == "win32":  # pragma: no cover - directories cannot be opened there
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a crash leaves either the old file or the new one."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Lock ``path`` exclusively (created if missing); released on exit or process death."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-            import msvcrt
-
-            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
-        else:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-class FileCheckpointStore(BlockingStore):
+class FileCheckpointStore(FileThreads, BlockingStore):
     """Checkpoints as JSON files in a directory: readable, durable, safe across processes.
 
     Writes are atomic (temporary file, fsync, rename) and a run's writers take
@@ -102,6 +77,7 @@ class FileCheckpointStore(BlockingStore):
         """The store's directory."""
         (self.directory / "runs").mkdir(parents=True, exist_ok=True)
         (self.directory / "ids").mkdir(exist_ok=True)
+        (self.directory / "threads").mkdir(exist_ok=True)  # a directory made before threads
 
     def __repr__(self) -> str:
         return f"FileCheckpointStore({str(self.directory)!r})"
@@ -109,28 +85,40 @@ class FileCheckpointStore(BlockingStore):
     # -- paths and head --------------------------------------------------------
 
     def _run_dir(self, run_id: str) -> Path:
-        return self.directory / "runs" / _key(run_id)
+        return self.directory / "runs" / key(run_id)
 
     def _record_path(self, run_dir: Path, version: int) -> Path:
-        return run_dir / f"{version:0{_WIDTH}d}.json"
+        return run_dir / f"{version:0{WIDTH}d}.json"
 
     def _version(self, run_dir: Path) -> int:
+        return self._head_info(run_dir)[0]
+
+    def _head_info(self, run_dir: Path) -> tuple[int, int]:
+        """The run's committed version and number of events (0, 0: no HEAD)."""
         head = run_dir / "HEAD"
         try:
             raw = head.read_bytes()
         except FileNotFoundError:
-            return 0
+            return 0, 0
         try:
-            version = json.loads(raw)["version"]
-        except (ValueError, KeyError, TypeError) as exc:
+            record = json.loads(raw)
+            version, events = record["version"], record.get("events", 0)  # no events: older
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CheckpointDecodeError(
                 "<head>", "version", f"malformed HEAD: {exc}", location=str(head)
             ) from exc
-        if type(version) is not int:
+        if type(version) is not int or type(events) is not int:
             raise CheckpointDecodeError(
-                "<head>", "version", f"malformed HEAD: {version!r}", location=str(head)
+                "<head>", "version", f"malformed HEAD: {raw!r}", location=str(head)
             )
-        return version
+        return version, events
+
+    @staticmethod
+    def _write_head(run_dir: Path, run_id: str, version: int, events: int) -> None:
+        head = {"run_id": run_id, "version": version}
+        if events:
+            head["events"] = events
+        write_atomic(run_dir / "HEAD", json.dumps(head).encode())
 
     def _versions(self, run_dir: Path) -> builtins.list[int]:
         """The committed versions still stored, in order."""
@@ -140,16 +128,16 @@ class FileCheckpointStore(BlockingStore):
             return []
         limit = self._version(run_dir)
         found = sorted(
-            int(name[:_WIDTH])
+            int(name[:WIDTH])
             for name in names
-            if len(name) == _WIDTH + 5 and name.endswith(".json") and name[:_WIDTH].isdigit()
+            if len(name) == WIDTH + 5 and name.endswith(".json") and name[:WIDTH].isdigit()
         )
         return [v for v in found if v <= limit]
 
     def _locate(self, checkpoint_id: str) -> tuple[Path, int] | None:
         """The run directory and version of a committed checkpoint, or None."""
         try:
-            entry = (self.directory / "ids" / _key(checkpoint_id)).read_text()
+            entry = (self.directory / "ids" / key(checkpoint_id)).read_text()
         except FileNotFoundError:
             return None
         run_key, _, version_text = entry.partition("/")
@@ -158,7 +146,7 @@ class FileCheckpointStore(BlockingStore):
                 checkpoint_id,
                 "<index>",
                 f"malformed id entry {entry!r}",
-                location=str(self.directory / "ids" / _key(checkpoint_id)),
+                location=str(self.directory / "ids" / key(checkpoint_id)),
             )
         run_dir, version = self.directory / "runs" / run_key, int(version_text)
         if version > self._version(run_dir):  # left by a writer that crashed before HEAD
@@ -175,7 +163,7 @@ class FileCheckpointStore(BlockingStore):
         checkpoint = decode_record(raw, label, location=str(path))
         if checkpoint_id and checkpoint.checkpoint_id != checkpoint_id:
             return None  # a stale id entry: that version now holds another checkpoint
-        writes_dir = run_dir / "writes" / f"{version:0{_WIDTH}d}"
+        writes_dir = run_dir / "writes" / f"{version:0{WIDTH}d}"
         if writes_dir.is_dir():
             writes = {}
             for entry in sorted(writes_dir.glob("*.json")):
@@ -188,10 +176,18 @@ class FileCheckpointStore(BlockingStore):
 
     def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
         record = encode_record(checkpoint)  # encoding errors surface before anything changes
+        events = encode_events(checkpoint.events, checkpoint.run_id)
+        named = checkpoint.metadata.get("thread_id")
+        thread_id = None if named is None else str(named)
         run_dir = self._run_dir(checkpoint.run_id)
         run_dir.mkdir(exist_ok=True)
-        with _locked(run_dir / "LOCK"):
-            actual = self._version(run_dir)
+        with contextlib.ExitStack() as stack:
+            # The thread first, then the run: the order every writer locks them in.
+            thread_dir = None if thread_id is None else self._thread_dir(thread_id)
+            if thread_dir is not None and thread_dir.is_dir():
+                stack.enter_context(locked(thread_dir / "LOCK"))
+            stack.enter_context(locked(run_dir / "LOCK"))
+            actual, logged = self._head_info(run_dir)
             if actual != expected_version:
                 if self._stored(checkpoint.checkpoint_id) == (run_dir, checkpoint.version):
                     return  # this very save was committed before: a retry
@@ -200,15 +196,24 @@ class FileCheckpointStore(BlockingStore):
                 )
             if self._stored(checkpoint.checkpoint_id) is not None:
                 raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
+            thread = None
+            if thread_id is not None:
+                thread = None if thread_dir is None else self._read_thread(thread_dir)
+                check_owner(thread, thread_id, checkpoint.run_id)
             version = checkpoint.version
-            _write_atomic(self._record_path(run_dir, version), record)
-            _write_atomic(
-                self.directory / "ids" / _key(checkpoint.checkpoint_id),
+            write_atomic(self._record_path(run_dir, version), record)
+            write_atomic(
+                self.directory / "ids" / key(checkpoint.checkpoint_id),
                 f"{run_dir.name}/{version}".encode(),
             )
+            if events:
+                self._write_events(run_dir, logged + 1, events)
             # The commit point: until HEAD says so, the files above are ignored.
-            head = json.dumps({"run_id": checkpoint.run_id, "version": version}).encode()
-            _write_atomic(run_dir / "HEAD", head)
+            self._write_head(run_dir, checkpoint.run_id, version, logged + len(events))
+            if thread is not None and thread_dir is not None:
+                write_atomic(
+                    thread_dir / "THREAD", thread_to_json(touched(thread, checkpoint.created_at))
+                )
 
     def _load(self, checkpoint_id: str) -> Checkpoint:
         place = self._locate(checkpoint_id)
@@ -248,7 +253,7 @@ class FileCheckpointStore(BlockingStore):
         if place is None:
             return False
         run_dir, version = place
-        with _locked(run_dir / "LOCK"):
+        with locked(run_dir / "LOCK"):
             deleted = self._read(run_dir, version, checkpoint_id)
             if deleted is None:  # deleted meanwhile
                 return False
@@ -259,26 +264,26 @@ class FileCheckpointStore(BlockingStore):
                 if child is None or child.parent_id != checkpoint_id:
                     continue
                 rebased = rebased_child(deleted, child, self.load_state)
-                _write_atomic(self._record_path(run_dir, later), encode_record(rebased))
+                write_atomic(self._record_path(run_dir, later), encode_record(rebased))
             # The record goes first: once it is gone the checkpoint is, whatever else remains.
             self._record_path(run_dir, version).unlink()
-            (self.directory / "ids" / _key(checkpoint_id)).unlink(missing_ok=True)
-            _remove_tree(run_dir / "writes" / f"{version:0{_WIDTH}d}")
-            _fsync_dir(run_dir)
+            (self.directory / "ids" / key(checkpoint_id)).unlink(missing_ok=True)
+            remove_tree(run_dir / "writes" / f"{version:0{WIDTH}d}")
+            fsync_dir(run_dir)
         return True
 
     def _delete_run(self, run_id: str) -> int:
         run_dir = self._run_dir(run_id)
         if not run_dir.is_dir():
             return 0
-        with _locked(run_dir / "LOCK"):
+        with locked(run_dir / "LOCK"):
             checkpoints = self._list(run_id, None, None, None)
             # HEAD goes first, so a crash part-way leaves a run with no committed versions.
             (run_dir / "HEAD").unlink(missing_ok=True)
-            _fsync_dir(run_dir)
+            fsync_dir(run_dir)
             for checkpoint in checkpoints:
-                (self.directory / "ids" / _key(checkpoint.checkpoint_id)).unlink(missing_ok=True)
-            _remove_tree(run_dir, keep=("LOCK",))
+                (self.directory / "ids" / key(checkpoint.checkpoint_id)).unlink(missing_ok=True)
+            remove_tree(run_dir, keep=("LOCK",))
         return len(checkpoints)
 
     def _head(self, run_id: str) -> Checkpoint | None:
@@ -349,14 +354,14 @@ class FileCheckpointStore(BlockingStore):
         run_dir = self._run_dir(run_id)
         if place is None or place[0] != run_dir:
             raise CheckpointNotFound(checkpoint_id, where=f"run {run_id!r}")
-        with _locked(run_dir / "LOCK"):
+        with locked(run_dir / "LOCK"):
             actual = self._version(run_dir)
             if place[1] != actual or self._read(run_dir, place[1], checkpoint_id) is None:
                 raise CheckpointConflict(run_id, expected_version=place[1], actual_version=actual)
-            directory = run_dir / "writes" / f"{place[1]:0{_WIDTH}d}"
+            directory = run_dir / "writes" / f"{place[1]:0{WIDTH}d}"
             directory.mkdir(parents=True, exist_ok=True)
             entry = b'{"task_id":' + json.dumps(task_id).encode() + b',"writes":' + encoded + b"}"
-            _write_atomic(directory / f"{_key(task_id)}.json", entry)
+            write_atomic(directory / f"{key(task_id)}.json", entry)
 
 
 def _read_writes(path: Path, checkpoint_id: str) -> tuple[str, builtins.list[Any]]:
@@ -378,17 +383,3 @@ def _read_writes(path: Path, checkpoint_id: str) -> tuple[str, builtins.list[Any
             location=str(path),
         )
     return record["task_id"], writes
-
-
-def _remove_tree(path: Path, keep: tuple[str, ...] = ()) -> None:
-    if not path.is_dir():
-        return
-    for child in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        if child.name in keep and child.parent == path:
-            continue
-        if child.is_dir():
-            child.rmdir()
-        else:
-            child.unlink()
-    if not keep:
-        path.rmdir()

@@ -7,6 +7,11 @@ transaction that locks the run's row in the heads table (``SELECT ... FOR
 UPDATE``) for the version check: of two writers resuming one run, exactly one
 commits, the other gets :class:`~selectgraph.CheckpointConflict`.
 
+Threads (see ``_threads.py``) live in four more tables (``_postgres_threads.py``).
+A save that names a thread locks the thread's row before the run's (the order
+every writer takes them in, so none deadlocks), checks that its run still owns
+the thread and appends the run's events, all in its one transaction.
+
 The pool belongs to an event loop on a thread of its own, so the store works
 from any event loop and from sync code alike. Install the ``postgres`` extra:
 ``pip install "selectgraph[postgres]"``.
@@ -26,9 +31,12 @@ from selectgraph.persistence._codec import (
     decode_body,
     decode_writes,
     encode_body,
+    encode_events,
     encode_writes,
 )
 from selectgraph.persistence._delta import materialize
+from selectgraph.persistence._postgres_threads import THREAD_QUERIES, THREAD_TABLES, PostgresThreads
+from selectgraph.persistence._thread_records import check_owner, expiry
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -64,6 +72,7 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             )""",
         ),
     ),
+    (2, THREAD_TABLES),
 )
 """Schema changes in order; the schema records the last one applied in ``schema_version``."""
 
@@ -121,11 +130,12 @@ _QUERIES: Final = {
 }
 
 
-class PostgresCheckpointStore:
+class PostgresCheckpointStore(PostgresThreads):
     """Checkpoints in a PostgreSQL database: durable, shared, one writer per run.
 
     The tables live in their own schema (``selectgraph`` unless told), created
-    and upgraded by numbered migrations recorded in ``<schema>.schema_version``.
+    and upgraded by numbered migrations recorded in ``<schema>.schema_version``
+    (a schema an older selectgraph made gains the thread tables at open).
     Opening the store connects and migrates, so a wrong URL fails here.
 
     Args:
@@ -161,7 +171,10 @@ class PostgresCheckpointStore:
         self.schema = schema
         """The schema holding the tables."""
         quoted = sql.Identifier(schema).as_string(None)
-        self._q = {name: text.replace("{schema}", quoted) for name, text in _QUERIES.items()}
+        self._q = {
+            name: text.replace("{schema}", quoted)
+            for name, text in {**_QUERIES, **THREAD_QUERIES}.items()
+        }
         self._schema_sql = quoted
         self._portal = Portal("selectgraph-postgres")
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
@@ -270,7 +283,15 @@ class PostgresCheckpointStore:
         import psycopg
 
         body = encode_body(checkpoint)  # encoding errors surface before the transaction
+        events = encode_events(checkpoint.events, checkpoint.run_id)
+        named = checkpoint.metadata.get("thread_id")
+        thread_id = None if named is None else str(named)
         async with self._pool.connection() as conn, conn.transaction():
+            thread = None
+            if thread_id is not None:
+                # The thread's row before the run's: a claim holds it while it reads the
+                # run's head or deletes the run, so the two never interleave (or deadlock).
+                thread = await self._thread_on(conn, thread_id, lock=True)
             cursor = await conn.execute(self._q["lock_run"], (checkpoint.run_id,))
             row = await cursor.fetchone()
             if row is None:
@@ -306,6 +327,15 @@ class PostgresCheckpointStore:
                 raise ValueError(
                     f"checkpoint id {checkpoint.checkpoint_id!r} is already stored"
                 ) from exc
+            if thread_id is not None:
+                check_owner(thread, thread_id, checkpoint.run_id)  # raising rolls it all back
+                assert thread is not None  # check_owner refuses a missing thread
+                moment = checkpoint.created_at
+                await conn.execute(
+                    self._q["touch_thread"], (moment, expiry(thread.ttl, moment), thread_id)
+                )
+            if events:
+                await self._insert_events(conn, checkpoint.run_id, events)
 
     async def _load(self, checkpoint_id: str) -> Checkpoint:
         async with self._pool.connection() as conn:

@@ -9,12 +9,15 @@ writer in between, and wait up to ``timeout`` seconds for it.
 Storage stays linear in the number of steps: rows hold deltas (most bodies
 are a few dozen bytes), run ids are stored once, and large bodies are
 compressed.
+
+Threads (see ``_threads.py``) live in four more tables (``_sqlite_threads.py``);
+a save that names a thread checks, in its transaction, that its run still owns
+it, and appends the run's events there too.
 """
 
 from __future__ import annotations
 
 import builtins
-import datetime as dt
 import os
 import sqlite3
 import threading
@@ -32,8 +35,10 @@ from selectgraph.persistence._codec import (
     decode_body,
     decode_writes,
     encode_body,
+    encode_events,
     encode_writes,
 )
+from selectgraph.persistence._sqlite_threads import THREAD_TABLES, SQLiteThreads, micros
 
 __all__ = ["SQLiteCheckpointStore"]
 
@@ -72,6 +77,7 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             ) WITHOUT ROWID""",
         ),
     ),
+    (2, THREAD_TABLES),
 )
 """Schema changes in order; a database records the last one applied in ``schema_version``."""
 
@@ -116,18 +122,10 @@ ORDER BY coalesce(c.created_at, id_micros(c.checkpoint_id)) DESC, r.run_id
 """
 """Runs with checkpoints, newest head ``created_at`` (NULL: the time in its id) first."""
 
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
 
 def id_hash(checkpoint_id: str | None) -> int | None:
     """The 32-bit hash that finds a checkpoint id in the ``checkpoints_by_id`` index."""
     return None if checkpoint_id is None else zlib.crc32(checkpoint_id.encode())
-
-
-def micros(created_at: dt.datetime) -> int:
-    """Microseconds since the epoch: exact, unlike a float timestamp."""
-    delta = created_at - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def id_micros(checkpoint_id: str) -> int | None:
@@ -136,13 +134,14 @@ def id_micros(checkpoint_id: str) -> int | None:
     return None if created is None else micros(created)
 
 
-class SQLiteCheckpointStore(BlockingStore):
+class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
     """Checkpoints in a SQLite database file: durable, compact, one writer per run.
 
     Several threads and processes may share the file; two writers resuming one
     run end with exactly one winner (:class:`~selectgraph.CheckpointConflict`
     for the other). The schema is created, and later upgraded, by numbered
-    migrations recorded in a ``schema_version`` table.
+    migrations recorded in a ``schema_version`` table: a database an older
+    selectgraph made gains the thread tables when this store opens it.
 
     Args:
         path: The database file; created if missing.
@@ -258,6 +257,8 @@ class SQLiteCheckpointStore(BlockingStore):
 
     def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
         body = encode_body(checkpoint)  # encoding errors surface before the transaction
+        events = encode_events(checkpoint.events, checkpoint.run_id)
+        thread_id = checkpoint.metadata.get("thread_id")
         created = checkpoint.created_at
         with self._transaction() as conn:
             row = conn.execute(
@@ -276,6 +277,8 @@ class SQLiteCheckpointStore(BlockingStore):
                 )
             if self._find(conn, checkpoint.checkpoint_id) is not None:
                 raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
+            if thread_id is not None:  # in this transaction: a claim cannot slip in between
+                self._check_owner(conn, str(thread_id), checkpoint.run_id, created)
             if row is None:
                 run_key = conn.execute(
                     "INSERT INTO runs (run_id, version) VALUES (?, ?)",
@@ -302,6 +305,8 @@ class SQLiteCheckpointStore(BlockingStore):
                     body,
                 ),
             )
+            if events:
+                self._insert_events(conn, run_key, events)
 
     def _load(self, checkpoint_id: str) -> Checkpoint:
         with self._lock:

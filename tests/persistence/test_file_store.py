@@ -102,7 +102,7 @@ def test_run_ids_of_any_form_are_safe_file_names(tmp_path: Path) -> None:
             cp(1, f"id-{len(run_id)}-{run_id[:3]}").replace(run_id=run_id), expected_version=0
         )
         assert store.head(run_id) is not None
-    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["ids", "runs"]
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["ids", "runs", "threads"]
     assert len(list((tmp_path / "store" / "runs").iterdir())) == 4
 
 

@@ -77,8 +77,9 @@ def test_migrations_run_once_and_newer_schemas_are_refused(schema: str) -> None:
     PostgresCheckpointStore(POSTGRES_URL, schema=schema).close()
     table = sql.Identifier(schema, "schema_version")
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        rows = conn.execute(sql.SQL("SELECT version FROM {}").format(table)).fetchall()
-        assert rows == [(SCHEMA_VERSION,)]
+        query = sql.SQL("SELECT version FROM {} ORDER BY version").format(table)
+        rows = conn.execute(query).fetchall()
+        assert rows == [(version,) for version in range(1, SCHEMA_VERSION + 1)]
         conn.execute(sql.SQL("INSERT INTO {} VALUES (%s)").format(table), (SCHEMA_VERSION + 1,))
     with pytest.raises(RuntimeError, match="upgrade selectgraph"):
         PostgresCheckpointStore(POSTGRES_URL, schema=schema)

@@ -32,9 +32,11 @@ def test_migrations_run_once_and_are_recorded(tmp_path: Path) -> None:
     SQLiteCheckpointStore(path).close()
     SQLiteCheckpointStore(path).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+        recorded = conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+        assert recorded == [(version,) for version in range(1, SCHEMA_VERSION + 1)]
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     assert {"runs", "checkpoints", "writes", "schema_version"} <= tables
+    assert {"threads", "thread_runs", "queue", "events"} <= tables
     conn.close()
 
 

@@ -1,0 +1,111 @@
+"""A batch of a run's stored events as one compact value, for the SQL stores.
+
+A run appends a few events with each checkpoint (a node started, ended, the
+checkpoint was saved, an edge fired): about a kilobyte a step as JSON, mostly
+the same keys and names over and over, several times the size of the step's
+checkpoint delta. The SQLite and PostgreSQL stores keep each batch as one row,
+its JSON lines deflated against a preset dictionary of what events are made
+of, about five times smaller.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+from selectgraph.core._errors import CheckpointDecodeError
+from selectgraph.persistence._codec import decode_event
+from selectgraph.persistence._threads import StoredEvent
+
+__all__ = ["pack_events", "unpack_events", "unpacked"]
+
+_LINES: Final = b"j"  # JSON lines as they are
+_DEFLATED: Final = b"e"  # JSON lines, raw deflate with _EVENT_DICT
+_EVENT_DICT: Final = (
+    # What a run's event log is mostly made of, the commonest last (deflate reaches
+    # back to it cheaply). Rows written with it need it to load: never change it;
+    # add a new marker for a new dictionary.
+    b'"event":"SupervisorReplanned","type":"supervisor_replan","stall_count":"new_plan":'
+    b'"event":"BudgetExceeded","type":"budget_exceeded","budget":"limit":"used":"needed":'
+    b'"event":"CustomEvent","type":"custom","data":{"event":"NodeCacheHit","type":'
+    b'"node_cache_hit","key":"event":"StallDetected","type":"stall_detected",'
+    b'"unchanged_steps":"event":"LoopDetected","type":"loop_detected","first_step":'
+    b'"event":"ParallelStarted","type":"parallel_start","branches":["failure_mode":"'
+    b'"event":"ParallelFinished","type":"parallel_end","succeeded":["failed":[],"cancelled":'
+    b'"event":"NodeRetried","type":"node_retried","attempt":"delay_s":'
+    b'"event":"RunFailed","type":"error","category":"exception":"'
+    b'"event":"RunCancelled","type":"run_cancelled","event":"InterruptRaised","type":'
+    b'"graph_interrupt","interrupt_id":"","prompt":"event":"RunPaused","type":"run_paused",'
+    b'"event":"RunResumed","type":"graph_resume","live":"next":["'
+    b'"event":"ToolCallStarted","type":"tool_call_started","tool":"","call_id":"'
+    b'"event":"ToolCallFinished","type":"tool_call_finished","result":'
+    b'"event":"LLMCallStarted","type":"llm_call_started","provider":"","model":"",'
+    b'"agent":null,"streaming":false,"request":"event":"LLMCallFinished","type":'
+    b'"llm_call_finished","input_tokens":,"output_tokens":,"cost_usd":,'
+    b'"response_model":null,"finish_reason":"stop","completion":'
+    b'{"event":"RunStarted","type":"graph_start","entry":"'
+    b'{"event":"RunFinished","type":"graph_end","steps":,"quality":null,'
+    b'"stop_reason":"completed","result":"state":null,'
+    b'{"event":"NodeFinished","type":"node_end","run_id":"","graph":"","step":'
+    b',"duration_ms":0.0,"outcome":"success","attempts":1,"error":null,"update":null,'
+    b'{"event":"EdgeFired","type":"routing","source":"","target":"","kind":"static",'
+    b'"label":"","reason":"","node_path":["'
+    b'{"event":"CheckpointSaved","type":"checkpoint","checkpoint_id":"",'
+    b'"trigger":"node_complete","version":,"node_path":[]}\n'
+    b'{"event":"NodeStarted","type":"node_start","run_id":"","graph":"","step":1,'
+    b'"timestamp":17,"namespace":[],"branch":null,"node":"","visit":1,"node_path":["'
+)
+
+
+def pack_events(events: list[bytes]) -> bytes:
+    """Encoded events (``encode_events``) as one stored value."""
+    lines = b"\n".join(events)  # compact JSON holds no raw newline
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, _EVENT_DICT)
+    packed = packer.compress(lines) + packer.flush()
+    return _DEFLATED + packed if len(packed) < len(lines) else _LINES + lines
+
+
+def unpack_events(
+    raw: bytes, run_id: str, first: int, *, location: str = ""
+) -> list[dict[str, Any]]:
+    """The events :func:`pack_events` stored, the first of them numbered ``first``.
+
+    Raises:
+        CheckpointDecodeError: the value is not such a batch.
+    """
+    marker, body = raw[:1], raw[1:]
+    if marker == _DEFLATED:
+        try:
+            unpacker = zlib.decompressobj(-15, _EVENT_DICT)
+            lines = unpacker.decompress(body) + unpacker.flush()
+        except zlib.error as exc:
+            raise CheckpointDecodeError(
+                f"{run_id}#{first}", "events", f"not a deflated batch: {exc}", location=location
+            ) from exc
+    elif marker == _LINES:
+        lines = body
+    else:
+        raise CheckpointDecodeError(
+            f"{run_id}#{first}", "events", f"unknown batch marker {marker!r}", location=location
+        )
+    return [
+        decode_event(line, run_id, seq, location=location)
+        for seq, line in enumerate(lines.split(b"\n"), first)
+    ]
+
+
+def unpacked(
+    rows: Iterable[Sequence[Any]], run_id: str, after: int, limit: int | None, location: str
+) -> list[StoredEvent]:
+    """The events after seq ``after`` (at most ``limit``) in ``(first_seq, body)`` batch rows."""
+    found: list[StoredEvent] = []
+    for first, body in rows:
+        for seq, event in enumerate(
+            unpack_events(bytes(body), run_id, int(first), location=location), int(first)
+        ):
+            if limit is not None and len(found) >= limit:
+                return found
+            if seq > after:
+                found.append(StoredEvent(run_id, seq, event))
+    return found
