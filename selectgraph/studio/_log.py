@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 __all__ = ["EventLog"]
@@ -74,7 +74,7 @@ class EventLog:
         missed = max(0, first - after - 1)
         return missed, [r for r in records if r["id"] > after]
 
-    async def follow(self, after: int = 0) -> AsyncIterator[dict[str, Any]]:
+    async def follow(self, after: int = 0) -> AsyncGenerator[dict[str, Any], None]:
         """Records with ids above ``after`` as they come, until the log closes.
 
         A gap (records dropped before this reader got them) is reported as one

@@ -3,7 +3,9 @@
 A run started here runs as a task on the server's event loop, with an observer that
 writes every event to the run's :class:`EventLog` (as JSON, with the state after
 each step). Runs that are only in the checkpoint store (earlier runs, other
-processes') can be opened, continued and forked the same way.
+processes') can be opened, continued and forked the same way: their events are
+read from the store's event log (``_stored.py``), and a run continued here starts
+its log with them, numbered as the store numbers them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,10 +27,12 @@ from selectgraph.core._run_errors import GraphRunError, StateValidationError
 from selectgraph.observe._codec import event_to_json, json_value
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.persistence._threads import ThreadStore
 from selectgraph.runtime._resume import run_status
 from selectgraph.studio._log import EventLog
+from selectgraph.studio._stored import TERMINAL, StoredRecords, follow_stored, interrupt_record
 
-__all__ = ["RunManager", "StudioError", "StudioRun"]
+__all__ = ["RunManager", "StudioError", "StudioRun", "new_run_id"]
 
 log = logging.getLogger("selectgraph.studio")
 
@@ -41,6 +46,7 @@ _STATUS = {
     "token_budget": "stopped",
     "cost_budget": "stopped",
     "time_budget": "stopped",
+    "superseded": "superseded",
 }
 
 
@@ -68,6 +74,12 @@ class StudioRun:
     """Interrupt ids already answered here."""
     summary: dict[str, Any] | None = None
     error: str | None = None
+    exception: BaseException | None = None
+    """What the run raised, when it failed without finishing (for the request that started it)."""
+    thread_id: str | None = None
+    """The thread it runs on, if any."""
+    began: bool = False
+    """Whether the run recorded an event (a run on a thread: it got the thread)."""
     task: asyncio.Task[Any] | None = None
 
     def describe(self) -> dict[str, Any]:
@@ -81,6 +93,7 @@ class StudioRun:
             "error": self.error,
             "events": self.log.last_id,
             "live": True,
+            "thread_id": self.thread_id,
         }
 
 
@@ -88,12 +101,26 @@ class RunManager:
     """Starts and tracks the studio's runs of one graph."""
 
     def __init__(
-        self, graph: AgentGraph, store: CheckpointStore, *, max_events: int = 50_000
+        self,
+        graph: AgentGraph,
+        store: CheckpointStore,
+        *,
+        max_events: int = 50_000,
+        poll_interval: float = 0.25,
     ) -> None:
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
         self.graph = graph
         self.store = store
         self.max_events = max_events
+        self.poll_interval = poll_interval
+        """Seconds between reads of the store's event log while following a run made elsewhere."""
         self.runs: dict[str, StudioRun] = {}
+
+    @property
+    def threads(self) -> ThreadStore | None:
+        """The store, if it keeps threads and event logs."""
+        return self.store if isinstance(self.store, ThreadStore) else None
 
     # ------------------------------------------------------------ starting
     def start(self, graph_input: Any, run_id: str | None = None) -> StudioRun:
@@ -102,7 +129,7 @@ class RunManager:
         Raises:
             StudioError: 409 when ``run_id`` is taken.
         """
-        run_id = run_id or uuid.uuid4().hex[:16]
+        run_id = run_id or new_run_id()
         if run_id in self.runs or self.store.head(run_id) is not None:
             raise StudioError(409, f"a run with id {run_id!r} already exists")
         run = StudioRun(run_id=run_id, log=EventLog(max_events=self.max_events))
@@ -112,12 +139,12 @@ class RunManager:
                 graph_input,
                 run_id=run_id,
                 checkpoint_store=self.store,
-                observers=[self._listener(run)],
+                observers=[self.listener(run)],
             )
         except (StateValidationError, TypeError, ValueError) as error:
             raise StudioError(422, f"the input does not fit the graph: {error}") from None
         self.runs[run_id] = run
-        self._launch(run, work)
+        self.launch(run, work)
         return run
 
     def resume(self, run_id: str, interrupt_id: str, answer: Any) -> StudioRun:
@@ -131,8 +158,9 @@ class RunManager:
         if run is None:
             if self.store.head(run_id) is None:
                 raise StudioError(404, f"no run {run_id!r}")
-            run = self._new(run_id)
+            run = self.new_run(run_id)
             run.status, run.interrupts = self._stored_status(run_id)
+            self._seed(run)
         if interrupt_id in run.answered:
             raise StudioError(409, f"interrupt {interrupt_id!r} was already answered")
         if run.status != "interrupted":
@@ -146,13 +174,13 @@ class RunManager:
         run.status = "running"
         run.interrupts = []
         run.log.reopen()
-        self._launch(
+        self.launch(
             run,
             self.graph.aresume(
                 interrupt_id,
                 answer,
                 checkpoint_store=self.store,
-                observers=[self._listener(run)],
+                observers=[self.listener(run)],
             ),
         )
         return run
@@ -166,16 +194,16 @@ class RunManager:
         known = {cp.checkpoint_id for cp in self.store.list(run_id)}
         if checkpoint_id not in known:
             raise StudioError(404, f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
-        new_id = uuid.uuid4().hex[:16]
-        run = self._new(new_id)
-        self._launch(
+        new_id = new_run_id()
+        run = self.new_run(new_id)
+        self.launch(
             run,
             self.graph.arun(
                 None,
                 checkpoint_id=checkpoint_id,
                 run_id=new_id,
                 checkpoint_store=self.store,
-                observers=[self._listener(run)],
+                observers=[self.listener(run)],
             ),
         )
         return run
@@ -219,6 +247,7 @@ class RunManager:
                 "error": None,
                 "events": 0,
                 "live": False,
+                "thread_id": snapshot.metadata.get("thread_id"),
             }
         if snapshot is not None:
             described["state"] = json_value(dict(snapshot.values))
@@ -237,8 +266,15 @@ class RunManager:
             if run_id in seen:
                 continue
             status, interrupts = self._stored_status(run_id)
+            head = self.store.head(run_id)
             listed.append(
-                {"run_id": run_id, "status": status, "interrupts": interrupts, "live": False}
+                {
+                    "run_id": run_id,
+                    "status": status,
+                    "interrupts": interrupts,
+                    "live": False,
+                    "thread_id": None if head is None else head.metadata.get("thread_id"),
+                }
             )
         return listed[:limit]
 
@@ -263,18 +299,63 @@ class RunManager:
             for cp in reversed(checkpoints)
         ]
 
-    def log_of(self, run_id: str) -> EventLog:
-        """The event log of a run this studio drives.
+    async def _stored(self, run_id: str) -> ThreadStore:
+        """The store, to read ``run_id``'s events from.
 
         Raises:
-            StudioError: 404 when this studio has no events for it.
+            StudioError: 404 when the store has no such run, or keeps no event log.
+        """
+        threads = self.threads
+        if threads is None or await asyncio.to_thread(self.store.head, run_id) is None:
+            raise StudioError(404, f"no run {run_id!r}")
+        return threads
+
+    async def stream(self, run_id: str, after: int) -> AsyncIterator[dict[str, Any]]:
+        """The run's records with ids above ``after``, as they come, until it has ended.
+
+        A run this studio drives streams from its log; any other run from the
+        store's event log, its ids the log's seqs.
+
+        Raises:
+            StudioError: 404 for an unknown run.
         """
         run = self.runs.get(run_id)
-        if run is None:
-            raise StudioError(
-                404, f"no live run {run_id!r} (runs only in the store have no event stream)"
-            )
-        return run.log
+        if run is not None:
+            return run.log.follow(after)
+        threads = await self._stored(run_id)
+        records = StoredRecords(self.graph, self.store, run_id)
+        return follow_stored(records, threads, after, self.poll_interval)
+
+    async def events_page(self, run_id: str, after: int, limit: int) -> dict[str, Any]:
+        """Up to ``limit`` of the run's records with ids above ``after``, as they are now.
+
+        Raises:
+            StudioError: 404 for an unknown run.
+        """
+        run = self.runs.get(run_id)
+        if run is not None:
+            missed, records = run.log.since(after)
+            return {
+                "run_id": run_id,
+                "source": "live",
+                "missed": missed,
+                "events": records[:limit],
+                "last_id": run.log.last_id,
+                "ended": run.log.closed,
+            }
+        threads = await self._stored(run_id)
+        batch = await threads.aread_events(run_id, after=after, limit=limit)
+        converted = StoredRecords(self.graph, self.store, run_id).convert
+        records = await asyncio.to_thread(converted, batch)
+        last = records[-1] if records else None
+        return {
+            "run_id": run_id,
+            "source": "store",
+            "missed": 0,
+            "events": records,
+            "last_id": after if last is None else last["id"],
+            "ended": last is not None and last.get("event") in TERMINAL,
+        }
 
     async def close(self) -> None:
         """Cancel the runs still going."""
@@ -285,19 +366,30 @@ class RunManager:
             with contextlib.suppress(BaseException):
                 await task
 
-    # ------------------------------------------------------------ internals
-    def _new(self, run_id: str) -> StudioRun:
-        run = StudioRun(run_id=run_id, log=EventLog(max_events=self.max_events))
+    # ------------------------------------------------------------ driving
+    def new_run(self, run_id: str, *, thread_id: str | None = None) -> StudioRun:
+        """A run this studio drives from now on."""
+        run = StudioRun(
+            run_id=run_id, log=EventLog(max_events=self.max_events), thread_id=thread_id
+        )
         self.runs[run_id] = run
         return run
 
-    def _listener(self, run: StudioRun) -> Any:
+    def listener(self, run: StudioRun) -> Any:
+        """The observer writing ``run``'s events to its log."""
+
         def listen(event: GraphEvent) -> None:
+            if not run.began:
+                run.began = True
+                if run.status == "queued":  # an enqueued input got its turn
+                    run.status = "running"
             run.log.append(event_to_json(event, state=True))
 
         return listen
 
-    def _launch(self, run: StudioRun, work: Any) -> None:
+    def launch(self, run: StudioRun, work: Any) -> None:
+        """Drive ``work`` (the run's coroutine) as a task; its outcome goes to ``run``."""
+
         async def drive() -> None:
             try:
                 result: GraphResult = await work
@@ -306,15 +398,16 @@ class RunManager:
                 run.log.append({"event": "StudioRunCancelled", "run_id": run.run_id})
                 run.log.close()
                 raise
-            except (GraphRunError, ResumeError, SelectGraphError) as error:
+            except Exception as error:
+                if not isinstance(error, GraphRunError | ResumeError | SelectGraphError):
+                    log.exception("run %s failed", run.run_id)  # a bug in a node: keep serving
                 run.status = "failed"
                 run.error = f"{type(error).__name__}: {error}"
-                run.log.close()
-                return
-            except Exception as error:  # a bug in a node: show it, keep the server up
-                log.exception("run %s failed", run.run_id)
-                run.status = "failed"
-                run.error = f"{type(error).__name__}: {error}"
+                run.exception = error
+                if not isinstance(error, GraphRunError):  # the run said nothing of it itself
+                    run.log.append(
+                        {"event": "StudioRunFailed", "run_id": run.run_id, "error": run.error}
+                    )
                 run.log.close()
                 return
             run.status = _STATUS.get(result.stop_reason, "done")
@@ -325,26 +418,47 @@ class RunManager:
 
         run.task = asyncio.get_running_loop().create_task(drive())
 
+    async def started(self, run: StudioRun) -> None:
+        """Wait until ``run`` has recorded its first event, or has ended without one."""
+        task = run.task
+        if task is None or task.done() or run.log.last_id > 0:
+            return
+
+        async def first_record() -> None:
+            async with contextlib.aclosing(run.log.follow(0)) as records:
+                async for _ in records:
+                    return
+
+        waiting = asyncio.ensure_future(first_record())
+        try:
+            await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+
+    def _seed(self, run: StudioRun) -> None:
+        """Start the log of a stored run continued here with its stored events (same ids)."""
+        threads = self.threads
+        if threads is None:
+            return
+        stored = threads.read_events(run.run_id)
+        for record in StoredRecords(self.graph, self.store, run.run_id).convert(stored):
+            run.log.append({k: v for k, v in record.items() if k != "id"})
+
     def _stored_status(self, run_id: str) -> tuple[str, list[dict[str, Any]]]:
         try:
             snapshot = self.graph.get_state(run_id, checkpoint_store=self.store)
         except SelectGraphError:
             return "unknown", []
-        pending = [_interrupt(i) for i in snapshot.interrupts]
+        pending = [interrupt_record(i) for i in snapshot.interrupts]
         status = run_status(snapshot.metadata)
         if pending and status != "failed":
             status = "interrupted"
         return status, pending
 
 
-def _interrupt(interrupt: Any) -> dict[str, Any]:
-    return {
-        "id": interrupt.id,
-        "node": interrupt.node,
-        "prompt": interrupt.prompt,
-        "payload": json_value(interrupt.payload),
-        "index": interrupt.index,
-    }
+def new_run_id() -> str:
+    """A fresh run id."""
+    return uuid.uuid4().hex[:16]
 
 
 def event_summary(result: GraphResult) -> dict[str, Any]:

@@ -33,3 +33,28 @@ def shout(state: Any) -> dict[str, Any]:
 
 
 not_a_graph = 42
+
+
+def _chat_graph() -> AgentGraph:
+    from selectgraph import Agent, AgentConfig, ContextMode
+    from selectgraph.providers import LocalProvider
+
+    assistant = Agent(AgentConfig(name="assistant"), provider=LocalProvider())
+    graph = AgentGraph("chat", goal="Chat with the user.")
+    graph.add_node("assistant", assistant, context_mode=ContextMode.FULL, next_node=END)
+    return graph
+
+
+chat = _chat_graph()
+"""An agent answering each message of a thread (offline: the local provider)."""
+
+
+def _vote(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+    said = state.messages[-1].text if state.messages else ""
+    answer = yield InterruptRequest(f"Approve {said!r}?", response_schema={"type": "boolean"})
+    return {"__last_output__": f"{said}: {'approved' if answer else 'refused'}"}
+
+
+vote = AgentGraph("vote")
+vote.add_node("vote", _vote, next_node=END)
+"""Asks a typed question (a boolean) about each message."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -55,4 +57,45 @@ def slow_graph(seconds: float) -> AgentGraph:
 
     graph = AgentGraph("slow")
     graph.add_node("wait", wait, next_node=END)
+    return graph
+
+
+def chat_graph() -> AgentGraph:
+    """An agent that answers each message of a thread (offline: the local provider)."""
+    from selectgraph import Agent, AgentConfig, ContextMode
+    from selectgraph.providers import LocalProvider
+
+    assistant = Agent(AgentConfig(name="assistant"), provider=LocalProvider())
+    graph = AgentGraph("chat", goal="Chat with the user.")
+    graph.add_node("assistant", assistant, context_mode=ContextMode.FULL, next_node=END)
+    return graph
+
+
+class Gate:
+    """Holds a node until released: a run stays busy for as long as a test needs.
+
+    ``release`` is a file (so another process can be released) or, in this process,
+    ``open()``. The node polls it; nothing waits on a clock.
+    """
+
+    def __init__(self, release: Path) -> None:
+        self.release = release
+        self.entered = threading.Event()
+
+    def open(self) -> None:
+        self.release.write_text("go")
+
+    async def __call__(self, state: Any) -> dict[str, Any]:
+        self.entered.set()
+        while not self.release.exists():
+            await asyncio.sleep(0.01)
+        said = state.messages[-1].text if state.messages else ""
+        return {"__last_output__": f"heard {said}"}
+
+
+def gated_graph(gate: Gate) -> AgentGraph:
+    """``first`` (quick), then ``wait`` (held by ``gate``), then the end."""
+    graph = AgentGraph("gated")
+    graph.add_node("first", lambda state: {"first": True}, next_node="wait")
+    graph.add_node("wait", gate, next_node=END)
     return graph

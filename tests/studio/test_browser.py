@@ -9,8 +9,11 @@ Without Chromium or Playwright the tests skip, saying so (and fail under CI=true
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -185,3 +188,103 @@ async def test_a_bad_input_is_shown_not_crashed_on(page: Any, serve: Callable[..
     banner = page.locator("#error-banner")
     await banner.wait_for(state="visible", timeout=10_000)
     assert "does not fit the graph" in await banner.inner_text()
+
+
+async def test_a_thread_is_opened_and_its_next_message_answered_on_the_page(
+    page: Any, serve: Callable[..., Served], tmp_path: Path
+) -> None:
+    from selectgraph import SQLiteCheckpointStore
+    from tests.studio.graphs import chat_graph
+
+    store = SQLiteCheckpointStore(tmp_path / "runs.db")
+    chat_graph().run("My name is Ann.", thread_id="ann", checkpoint_store=store)
+    served = serve(chat_graph(), store=store)
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.click("#threads-panel summary")
+    await page.click("#threads-list li[data-thread-id=ann]", timeout=10_000)
+    await page.wait_for_selector("#thread-messages li[data-role=assistant]", timeout=10_000)
+    assert await page.inner_text("#thread-id") == "ann"
+    messages = await page.locator("#thread-messages li").all_inner_texts()
+    assert messages == [
+        "user: My name is Ann.",
+        'assistant (assistant): [local] reply to: "My name is Ann."',
+    ]
+    assert await page.locator("#thread-runs li").count() == 1
+    assert await page.get_attribute("#thread-runs li", "data-status") == "done"
+
+    await page.fill("#thread-message", "What is my name?")
+    await page.select_option("#thread-strategy", "enqueue")
+    await page.click("#thread-send")
+    await page.wait_for_selector("body[data-run-status=done]", timeout=30_000)
+    await page.wait_for_function(
+        "document.querySelectorAll('#thread-messages li').length === 4", timeout=10_000
+    )
+    last = await page.locator("#thread-messages li").last.inner_text()
+    assert last == 'assistant (assistant): [local] reply to: "What is my name?"'
+    assert await page.locator("#thread-runs li").count() == 2
+    assert (
+        await page.get_attribute("#diagram g.node[data-sg-node=assistant]", "data-sg-state")
+        == "done"
+    )
+    assert "What is my name?" in await page.inner_text("#stream")  # the answer, streamed
+    await page.screenshot(path=str(ARTIFACTS / "thread.png"), full_page=True)
+
+    # A run of the thread opens its timeline.
+    await page.locator("#thread-runs li").first.click()
+    await page.wait_for_function(
+        "document.getElementById('run-id').textContent === "
+        f"{json.dumps(await page.get_attribute('#thread-runs li >> nth=0', 'data-run-id'))}"
+    )
+    await page.wait_for_selector("body[data-run-status=done]", timeout=10_000)
+    finished = page.locator("#events li[data-event=RunFinished]")
+    await finished.wait_for(state="attached", timeout=10_000)  # in the folded Events panel
+
+
+async def test_a_run_made_by_another_process_shows_its_timeline_and_is_answered(
+    page: Any, serve: Callable[..., Served], tmp_path: Path
+) -> None:
+    from selectgraph import SQLiteCheckpointStore
+    from tests.studio.graphs import ticket_graph
+
+    db = tmp_path / "runs.db"
+    made = subprocess.run(
+        [sys.executable, "-m", "tests.studio.elsewhere", "ticket", str(db), "far"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    served = serve(ticket_graph(), store=SQLiteCheckpointStore(db), poll_interval=0.05)
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.click("#runs-panel summary")
+    await page.click("#runs-list li[data-run-id=far]", timeout=10_000)
+    await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=10_000)
+    await page.wait_for_selector(
+        "#diagram g.node[data-sg-node=classify][data-sg-state=done]", timeout=10_000
+    )
+    assert (
+        await page.get_attribute("#diagram g.node[data-sg-node=approve]", "data-sg-state")
+        == "paused"
+    )
+    assert await page.inner_text("#run-status") == "interrupted"
+    assert await page.inner_text("#run-step") == "2"
+    kinds = await page.eval_on_selector_all(
+        "#events li", "items => items.map(i => i.dataset.event)"
+    )
+    assert kinds[0] == "RunStarted"
+    assert {"NodeStarted", "NodeFinished", "InterruptRaised", "RunPaused"} <= set(kinds)
+    await page.click("#steps li >> nth=0")
+    assert "category" in await page.inner_text("#state-view")  # the state after classify
+    await page.screenshot(path=str(ARTIFACTS / "stored-run.png"), full_page=True)
+
+    await page.fill("#interrupt-answer", "yes")
+    await page.click("#interrupt-submit")
+    await page.wait_for_selector("body[data-run-status=done]", timeout=30_000)
+    assert (
+        await page.get_attribute("#diagram g.node[data-sg-node=approve]", "data-sg-state") == "done"
+    )
+    assert "approved=True" in await page.inner_text("#stream")

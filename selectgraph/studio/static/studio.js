@@ -1,12 +1,15 @@
-// selectgraph studio: draws the graph, follows a run's event stream, answers its questions.
+// selectgraph studio: draws the graph, follows a run's event stream, answers its questions,
+// shows threads (conversations) and sends their next message.
 // Everything shown comes from the JSON API and the run's Server-Sent Events; text is
-// always set with textContent, never parsed as HTML.
+// always set with textContent, never parsed as HTML. A run this studio did not start
+// (another process's, an earlier one's) streams from the store's event log: same records.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const state = {
-  graph: null, nodes: {}, links: [], run: null, source: null,
-  steps: [], tokens: 0, cost: 0, started: null, timer: null, streamNode: null, pending: [],
+  graph: null, nodes: {}, links: [], run: null, source: null, live: true,
+  steps: [], selected: -1, tokens: 0, cost: 0, started: null, timer: null, streamNode: null,
+  pending: [], firstTs: null, thread: null,
 };
 
 async function api(path, options = {}) {
@@ -76,10 +79,12 @@ function resetRun(runId) {
   if (state.source) state.source.close();
   state.run = runId;
   state.steps = [];
+  state.selected = -1;
   state.tokens = 0;
   state.cost = 0;
   state.streamNode = null;
   state.started = Date.now();
+  state.firstTs = null;
   resetDiagram();
   $("run-id").textContent = runId;
   $("stream").textContent = "";
@@ -97,7 +102,7 @@ function setStatus(status) {
   $("run-status").textContent = status;
   document.body.dataset.runStatus = status;
   clearInterval(state.timer);
-  if (status === "running") {
+  if (status === "running" && state.live) {
     state.timer = setInterval(() => {
       $("run-elapsed").textContent = `${((Date.now() - state.started) / 1000).toFixed(1)}s`;
     }, 250);
@@ -109,13 +114,28 @@ function updateUsage() {
   $("run-cost").textContent = `$${state.cost.toFixed(4)}`;
 }
 
-function follow(runId) {
+// Follow a run's events from the first. ``described`` (GET api/runs/{id}) sets what the
+// page shows before the events arrive: a stored run's status, questions and state.
+function follow(runId, described) {
+  state.live = described ? described.live !== false : true;
   resetRun(runId);
+  if (described) {
+    setStatus(described.status);
+    showInterrupt(described.interrupts);
+    if (described.state) $("state-view").textContent = JSON.stringify(described.state, null, 2);
+  }
   const source = new EventSource(`api/runs/${encodeURIComponent(runId)}/events`);
   state.source = source;
   source.onmessage = (message) => handle(JSON.parse(message.data));
   source.addEventListener("end", () => source.close());
   source.onerror = () => { if (source.readyState === EventSource.CLOSED) setStatus("disconnected"); };
+}
+
+function showElapsed(record) {
+  // A run read back from the store: its time is its events', not this page's clock.
+  if (state.live || typeof record.timestamp !== "number") return;
+  if (state.firstTs === null) state.firstTs = record.timestamp;
+  $("run-elapsed").textContent = `${(record.timestamp - state.firstTs).toFixed(1)}s`;
 }
 
 function logEvent(record) {
@@ -128,6 +148,7 @@ function logEvent(record) {
 
 function handle(record) {
   logEvent(record);
+  showElapsed(record);
   const top = !record.namespace || record.namespace.length === 0;
   switch (record.event) {
     case "RunStarted":
@@ -159,28 +180,40 @@ function handle(record) {
     case "InterruptRaised":
       setNode(record.node_path[0] || record.node, "paused");
       break;
+    case "CheckpointSaved":
+      if (top && record.state) stateOfLastStep(record.state);
+      break;
     case "RunPaused":
       setStatus(record.reason === "interrupt" ? "interrupted" : "paused");
       for (const name of record.next || []) setNode(name, "paused");
-      showInterrupt(record.summary ? record.summary.interrupts : []);
+      if (record.summary) showInterrupt(record.summary.interrupts);
+      threadChanged();
       break;
     case "RunResumed":
       setStatus("running");
       showInterrupt(null);
       break;
     case "RunFinished":
-      setStatus(record.summary && record.summary.stop_reason === "end" ? "done" : record.stop_reason);
+      setStatus(record.stop_reason === "end" ? "done" : record.stop_reason);
       showInterrupt(null);
       if (record.summary) streamText("result", `\n${JSON.stringify(record.summary.content, null, 2)}`);
+      threadChanged();
       break;
     case "RunFailed":
       setStatus("failed");
       if (record.node) setNode(record.node, "failed");
       showError(`${record.category}: ${record.error}`);
+      threadChanged();
+      break;
+    case "StudioRunFailed":
+      setStatus("failed");
+      showError(record.error);
+      threadChanged();
       break;
     case "RunCancelled":
     case "StudioRunCancelled":
       setStatus("cancelled");
+      threadChanged();
       break;
     case "Gap":
       showError(`${record.missed} early events were dropped from this run's log`);
@@ -214,8 +247,18 @@ function addStep(record) {
   showStep(state.steps.length - 1, item);
 }
 
+// A stored run's steps carry no state: the checkpoint saved after a node brings it.
+function stateOfLastStep(data) {
+  const index = state.steps.length - 1;
+  const last = state.steps[index];
+  if (!last || last.state) return;
+  last.state = data;
+  if (state.selected === index) showStep(index, $("steps").children[index]);
+}
+
 function showStep(index, item) {
   const record = state.steps[index];
+  state.selected = index;
   for (const li of $("steps").children) li.classList.toggle("selected", li === item);
   const view = $("state-view");
   view.textContent = "";
@@ -256,12 +299,15 @@ async function answer(event) {
   const first = state.pending[0];
   if (!first) return;
   try {
-    await api(`api/runs/${encodeURIComponent(state.run)}/resume`, {
+    const run = await api(`api/runs/${encodeURIComponent(state.run)}/resume`, {
       body: { interrupt_id: first.id, answer: parseLoose($("interrupt-answer").value) },
     });
     // The status follows the stream (RunResumed, then how the run ends), which may
     // already have arrived: setting it here could undo a finished run.
     showInterrupt(null);
+    // A run read from the store is driven by this studio now: follow its live log,
+    // which starts with the stored events.
+    if (!state.live) follow(run.run_id, run);
   } catch (error) {
     showError(error.message);
   }
@@ -284,7 +330,7 @@ async function listRuns() {
   try {
     for (const run of await api("api/runs")) {
       const item = document.createElement("li");
-      item.textContent = `${run.run_id} (${run.status})`;
+      item.textContent = `${run.run_id} (${run.status})${run.thread_id ? " on thread " + run.thread_id : ""}`;
       item.dataset.runId = run.run_id;
       item.onclick = () => openRun(run.run_id);
       list.appendChild(item);
@@ -297,14 +343,7 @@ async function listRuns() {
 async function openRun(runId) {
   try {
     const run = await api(`api/runs/${encodeURIComponent(runId)}`);
-    if (run.live) {
-      follow(runId);
-    } else {
-      resetRun(runId);
-      setStatus(run.status);
-      showInterrupt(run.interrupts);
-      $("state-view").textContent = JSON.stringify(run.state || {}, null, 2);
-    }
+    follow(runId, run);
     await showHistory(runId);
   } catch (error) {
     showError(error.message);
@@ -343,11 +382,102 @@ async function showHistory(runId) {
   box.appendChild(list);
 }
 
+// ------------------------------------------------------------------ threads
+async function listThreads() {
+  const list = $("threads-list");
+  list.textContent = "";
+  try {
+    for (const thread of await api("api/threads")) {
+      const item = document.createElement("li");
+      item.textContent = `${thread.thread_id} (${thread.status}, ${thread.runs} run${thread.runs === 1 ? "" : "s"})`;
+      item.dataset.threadId = thread.thread_id;
+      item.onclick = () => openThread(thread.thread_id);
+      list.appendChild(item);
+    }
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+async function openThread(threadId) {
+  state.thread = threadId;
+  $("thread-target").value = threadId;
+  let thread;
+  try {
+    thread = await api(`api/threads/${encodeURIComponent(threadId)}`);
+  } catch (error) {
+    if (!/^no thread/.test(error.message)) { showError(error.message); return; }
+    thread = { thread_id: threadId, status: "new", messages: [], thread_runs: [], metadata: {} };
+  }
+  if (state.thread !== threadId) return; // another thread was opened meanwhile
+  showThread(thread);
+}
+
+function showThread(thread) {
+  $("thread-view").classList.remove("hidden");
+  $("thread-id").textContent = thread.thread_id;
+  $("thread-status").textContent = `(${thread.status})`;
+  $("thread-view").dataset.status = thread.status;
+  const meta = [];
+  if (thread.metadata && Object.keys(thread.metadata).length) meta.push(`metadata ${JSON.stringify(thread.metadata)}`);
+  if (thread.expires_at) meta.push(`expires ${thread.expires_at}`);
+  if (thread.status === "new") meta.push("a new thread: its first message starts it");
+  if (thread.error) meta.push(thread.error);
+  $("thread-meta").textContent = meta.join("\n");
+  const messages = $("thread-messages");
+  messages.textContent = "";
+  for (const message of thread.messages) {
+    const item = document.createElement("li");
+    item.dataset.role = message.role;
+    const role = document.createElement("span");
+    role.className = "role";
+    role.textContent = `${message.role}${message.name ? " (" + message.name + ")" : ""}: `;
+    item.append(role, document.createTextNode(message.text));
+    messages.appendChild(item);
+  }
+  const runs = $("thread-runs");
+  runs.textContent = "";
+  for (const run of thread.thread_runs) {
+    const item = document.createElement("li");
+    const output = run.output == null ? "" : ` -> ${typeof run.output === "string" ? run.output : JSON.stringify(run.output)}`;
+    item.textContent = `${run.run_id} (${run.status}${run.superseded ? ", took over " + run.superseded : ""})${output}`;
+    item.dataset.runId = run.run_id;
+    item.dataset.status = run.status;
+    item.onclick = () => openRun(run.run_id);
+    runs.appendChild(item);
+  }
+}
+
+// A run ended or paused: the open thread's conversation and runs have changed.
+function threadChanged() {
+  if (state.thread) openThread(state.thread);
+}
+
+async function sendMessage(event) {
+  event.preventDefault();
+  const threadId = $("thread-target").value.trim();
+  const text = $("thread-message").value;
+  if (!threadId) { showError("name the thread to send the message on"); return; }
+  try {
+    const run = await api(`api/threads/${encodeURIComponent(threadId)}/runs`, {
+      body: { input: text, strategy: $("thread-strategy").value },
+    });
+    $("thread-message").value = "";
+    follow(run.run_id, run);
+    await openThread(threadId);
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
 window.addEventListener("DOMContentLoaded", async () => {
   $("start-run").onclick = startRun;
   $("interrupt-form").onsubmit = answer;
   $("refresh-runs").onclick = listRuns;
   $("runs-panel").addEventListener("toggle", (e) => { if (e.target.open) listRuns(); });
+  $("refresh-threads").onclick = listThreads;
+  $("threads-panel").addEventListener("toggle", (e) => { if (e.target.open) listThreads(); });
+  $("thread-form").onsubmit = sendMessage;
   try {
     await drawGraph();
     document.body.dataset.ready = "true";

@@ -1,0 +1,153 @@
+"""What the commands share: the consoles, exit codes, options, and reading their arguments.
+
+Every wrong argument ends the command the same way: one line on stderr saying what
+was wrong, and exit code 2 (:func:`fail`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from selectgraph.cli._load import LoadError, Target, load_target
+from selectgraph.cli._stores import StoreURLError, open_store
+from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.persistence._threads import ThreadStore
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_PAUSED",
+    "EXIT_USAGE",
+    "AllowOpt",
+    "GraphArg",
+    "JsonOpt",
+    "NoInputOpt",
+    "QuietOpt",
+    "StoreOpt",
+    "err",
+    "fail",
+    "load",
+    "loose",
+    "open_checkpoints",
+    "open_threads",
+    "out",
+    "parse_input",
+    "parse_metadata",
+]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_PAUSED = 3
+
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+GraphArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="GRAPH",
+        help="A GraphSpec file (.yaml/.json), or module:attribute naming an AgentGraph "
+        "(or a SupervisorAgent, DeepResearch...); module may be a path/to/file.py.",
+    ),
+]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store", help="Checkpoint store: sqlite:///runs.db, postgresql://..., file:///dir"
+    ),
+]
+AllowOpt = Annotated[
+    list[str] | None,
+    typer.Option("--allow", help="A module a spec file's references may import (repeat it)."),
+]
+NoInputOpt = Annotated[
+    bool,
+    typer.Option("--no-input", help="Do not ask at the terminal: leave the run paused."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No live display.")]
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print ``message`` as the command's error and exit with ``code``."""
+    # Text, not markup: a message quotes what the user typed ("[x]" is not a style).
+    err.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False)
+    raise typer.Exit(code)
+
+
+def load(graph: str, allow: Sequence[str] | None) -> Target:
+    """The graph GRAPH names, or a usage error saying why there is none."""
+    try:
+        return load_target(graph, allow=allow or ())
+    except LoadError as error:
+        fail(str(error))
+
+
+def open_checkpoints(url: str | None, *, required: bool = False) -> CheckpointStore | None:
+    """The store ``--store`` names (None without one, unless ``required``)."""
+    if url is None:
+        if required:
+            fail("this command needs --store (e.g. --store sqlite:///runs.db)")
+        return None
+    try:
+        return open_store(url)
+    except (StoreURLError, ImportError, OSError) as error:
+        fail(f"--store {url}: {error}")
+
+
+def open_threads(url: str | None) -> tuple[CheckpointStore, ThreadStore]:
+    """The store ``--store`` names, which must keep threads; the same object, typed twice."""
+    store = open_checkpoints(url, required=True)
+    assert store is not None
+    if not isinstance(store, ThreadStore):
+        fail(f"--store {url}: {type(store).__name__} keeps runs but not threads")
+    return store, store
+
+
+def parse_input(raw: str | None) -> Any:
+    """The ``--input`` value as the run's input.
+
+    JSON (an object is the state's data, a string a prompt), ``@file`` for a file of
+    JSON, anything else a prompt.
+    """
+    if raw is None:
+        return None
+    if raw.startswith("@"):
+        path = Path(raw[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            fail(f"--input {raw}: {error}")
+        try:
+            return json.loads(text)
+        except ValueError as error:
+            fail(f"--input {raw}: the file is not valid JSON: {error}")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def loose(text: str) -> Any:
+    """``text`` as JSON when it parses, else the text itself (answers, metadata values)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_metadata(items: Sequence[str] | None, option: str = "--metadata") -> dict[str, Any]:
+    """``key=value`` items as a dict; each value is JSON when it parses, else text."""
+    found: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            fail(f"{option} {item!r}: write key=value (e.g. {option} user=ann)")
+        found[key] = loose(value)
+    return found

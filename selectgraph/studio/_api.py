@@ -1,0 +1,202 @@
+"""The studio's request handlers: the page, the graph, runs, their event streams, and threads.
+
+Each handler reads and checks its request, asks the :class:`RunManager` (runs) or
+the :class:`ThreadDesk` (threads), and answers JSON; what is wrong with a request is
+a :class:`StudioError`, answered as ``{"error": message}`` with its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+from collections.abc import AsyncIterator
+from importlib.resources import files
+from typing import Any, Final
+
+from sse_starlette.sse import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from selectgraph.build._builder import AgentGraph
+from selectgraph.compile._mermaid import mermaid_layout
+from selectgraph.studio._runs import RunManager, StudioError
+from selectgraph.studio._threads import ThreadDesk
+
+__all__ = ["STATIC", "Api"]
+
+STATIC: Final = files("selectgraph.studio") / "static"
+_PAGE_LIMIT: Final = 1000
+"""Most events one JSON read of a run's events returns."""
+
+
+class Api:
+    """The handlers, bound to one graph and its runs."""
+
+    def __init__(self, graph: AgentGraph, manager: RunManager) -> None:
+        self.graph = graph
+        self.manager = manager
+        self.desk = ThreadDesk(manager)
+
+    async def page(self, request: Request) -> Response:
+        page = (STATIC / "index.html").read_text(encoding="utf-8")
+        return HTMLResponse(page.replace("{{GRAPH_NAME}}", html.escape(self.graph.name)))
+
+    async def graph_info(self, request: Request) -> Response:
+        compiled = self.graph.compile()
+        layout = mermaid_layout(compiled)
+        return JSONResponse(
+            {
+                "name": compiled.name,
+                "entry": compiled.entry,
+                "mermaid": layout.text,
+                "ids": layout.ids,
+                "links": [
+                    {"source": s, "target": t, "index": i, "kind": k} for s, t, i, k in layout.links
+                ],
+                "nodes": {
+                    name: {"kind": spec.adapter.kind, "description": spec.description}
+                    for name, spec in compiled.nodes.items()
+                },
+            }
+        )
+
+    # ------------------------------------------------------------ runs
+    async def runs(self, request: Request) -> Response:
+        if request.method == "GET":
+            limit = _int(request.query_params.get("limit", "100"), "limit")
+            return JSONResponse(await asyncio.to_thread(self.manager.listing, limit))
+        body = await _json_body(request)
+        run_id = _run_id(body)
+        run = self.manager.start(body.get("input"), run_id)
+        return JSONResponse(run.describe(), status_code=201)
+
+    async def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        return JSONResponse(await asyncio.to_thread(self.manager.describe, run_id))
+
+    async def events(self, request: Request) -> Response:
+        """Server-Sent Events (or, asked for JSON, a page of them) of any run."""
+        run_id = request.path_params["run_id"]
+        after = _int(
+            request.headers.get("last-event-id") or request.query_params.get("after") or "0",
+            "Last-Event-ID",
+        )
+        if _wants_json(request):
+            limit = min(_int(request.query_params.get("limit", "1000"), "limit"), _PAGE_LIMIT)
+            return JSONResponse(await self.manager.events_page(run_id, after, limit))
+        records = await self.manager.stream(run_id, after)
+
+        async def messages() -> AsyncIterator[dict[str, Any]]:
+            last = after
+            async for record in records:
+                last = record["id"]
+                yield {"id": str(last), "data": json.dumps(record)}
+            yield {"event": "end", "data": json.dumps({"last_id": last})}
+
+        return EventSourceResponse(messages(), ping=10)
+
+    async def resume(self, request: Request) -> Response:
+        body = await _json_body(request)
+        interrupt_id = body.get("interrupt_id")
+        if not isinstance(interrupt_id, str) or not interrupt_id:
+            raise StudioError(400, "resume needs an interrupt_id (a string)")
+        if "answer" not in body:
+            raise StudioError(400, "resume needs an answer (any JSON value)")
+        run = self.manager.resume(request.path_params["run_id"], interrupt_id, body["answer"])
+        return JSONResponse(run.describe(), status_code=202)
+
+    async def fork(self, request: Request) -> Response:
+        body = await _json_body(request)
+        checkpoint_id = body.get("checkpoint_id")
+        if not isinstance(checkpoint_id, str) or not checkpoint_id:
+            raise StudioError(400, "fork needs a checkpoint_id (a string)")
+        run = self.manager.fork(request.path_params["run_id"], checkpoint_id)
+        return JSONResponse(run.describe(), status_code=201)
+
+    async def cancel(self, request: Request) -> Response:
+        run = self.manager.cancel(request.path_params["run_id"])
+        return JSONResponse(run.describe(), status_code=202)
+
+    async def history(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        return JSONResponse(await asyncio.to_thread(self.manager.history, run_id))
+
+    # ------------------------------------------------------------ threads
+    async def threads(self, request: Request) -> Response:
+        limit = _int(request.query_params.get("limit", "100"), "limit")
+        if limit < 1:
+            raise StudioError(400, f"limit must be >= 1, got {limit}")
+        metadata = _metadata(request.query_params.getlist("metadata"))
+        listed = await asyncio.to_thread(self.desk.listing, metadata, limit)
+        return JSONResponse(listed)
+
+    async def thread(self, request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        return JSONResponse(await asyncio.to_thread(self.desk.describe, thread_id))
+
+    async def send(self, request: Request) -> Response:
+        body = await _json_body(request)
+        run = await self.desk.send(
+            request.path_params["thread_id"],
+            body.get("input"),
+            strategy=_text(body, "strategy", "reject"),
+            metadata=body.get("metadata"),
+            run_id=_run_id(body),
+        )
+        return JSONResponse(run.describe(), status_code=201)
+
+
+def _wants_json(request: Request) -> bool:
+    """Whether the client asked for JSON rather than an event stream."""
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/event-stream" not in accept
+
+
+def _run_id(body: dict[str, Any]) -> str | None:
+    run_id = body.get("run_id")
+    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
+        raise StudioError(400, "run_id must be a non-empty string")
+    return run_id
+
+
+def _text(body: dict[str, Any], key: str, default: str) -> str:
+    value = body.get(key, default)
+    if not isinstance(value, str):
+        raise StudioError(400, f"{key} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _metadata(items: list[str]) -> dict[str, Any]:
+    """``key=value`` query items as a dict; a value is JSON when it parses, else text."""
+    found: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise StudioError(400, f"metadata must be key=value, got {item!r}")
+        try:
+            found[key] = json.loads(value)
+        except ValueError:
+            found[key] = value
+    return found
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError as error:
+        raise StudioError(400, f"the request body is not valid JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise StudioError(400, f"the request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _int(text: str, name: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise StudioError(400, f"{name} must be an integer, got {text!r}") from None
+    if value < 0:
+        raise StudioError(400, f"{name} must be >= 0, got {value}")
+    return value
