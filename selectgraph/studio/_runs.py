@@ -248,6 +248,7 @@ class RunManager:
                 "events": 0,
                 "live": False,
                 "thread_id": snapshot.metadata.get("thread_id"),
+                "event_log": self.threads is not None,
             }
         if snapshot is not None:
             described["state"] = json_value(dict(snapshot.values))
@@ -305,9 +306,15 @@ class RunManager:
         Raises:
             StudioError: 404 when the store has no such run, or keeps no event log.
         """
-        threads = self.threads
-        if threads is None or await asyncio.to_thread(self.store.head, run_id) is None:
+        if await asyncio.to_thread(self.store.head, run_id) is None:
             raise StudioError(404, f"no run {run_id!r}")
+        threads = self.threads
+        if threads is None:
+            raise StudioError(
+                404,
+                f"no events for run {run_id!r}: this studio's store "
+                f"({type(self.store).__name__}) keeps no event log",
+            )
         return threads
 
     async def stream(self, run_id: str, after: int) -> AsyncIterator[dict[str, Any]]:

@@ -40,7 +40,7 @@ def selectgraph(
 def test_help_lists_the_commands() -> None:
     done = selectgraph("--help")
     assert done.returncode == 0, done.stderr
-    for command in ("run", "graph", "studio", "runs"):
+    for command in ("run", "graph", "studio", "runs", "threads"):
         assert command in done.stdout
 
 

@@ -123,6 +123,7 @@ function follow(runId, described) {
     setStatus(described.status);
     showInterrupt(described.interrupts);
     if (described.state) $("state-view").textContent = JSON.stringify(described.state, null, 2);
+    if (described.event_log === false) return; // a store without event logs: no timeline
   }
   const source = new EventSource(`api/runs/${encodeURIComponent(runId)}/events`);
   state.source = source;
