@@ -27,6 +27,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
 from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
 from selectgraph.persistence._base import BlockingStore, rebased_child
 from selectgraph.persistence._checkpoint import Checkpoint, id_time
@@ -134,6 +141,30 @@ def id_micros(checkpoint_id: str) -> int | None:
     return None if created is None else micros(created)
 
 
+def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the database in WAL mode, once per file.
+
+    The mode is stored in the file, so a second opener finds it set and
+    changes nothing. Switching needs the file to itself and SQLite does not
+    wait on its busy handler for that, so two processes opening a new file at
+    once retry here rather than fail with "database is locked".
+    """
+    for attempt in Retrying(
+        retry=retry_if_exception(_locked),
+        wait=wait_random_exponential(multiplier=0.01, max=0.5),
+        stop=stop_after_delay(timeout),
+        reraise=True,
+    ):
+        with attempt:
+            (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+            if str(mode).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+
+
+def _locked(error: BaseException) -> bool:
+    return isinstance(error, sqlite3.OperationalError) and "locked" in str(error)
+
+
 class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
     """Checkpoints in a SQLite database file: durable, compact, one writer per run.
 
@@ -156,9 +187,9 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             self.path, timeout=timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            _use_wal(self._conn, timeout)
+            self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.create_function("id_hash", 1, id_hash, deterministic=True)
             self._conn.create_function("id_micros", 1, id_micros, deterministic=True)

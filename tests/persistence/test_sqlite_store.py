@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,3 +81,45 @@ def test_storage_grows_linearly_with_steps(tmp_path: Path) -> None:
     assert sizes[1] < 200 * 1024, f"{sizes[1] / 1024:.0f} KiB after 1,000 steps"
     # Linear: the second 500 steps cost no more than the first (which include the empty file).
     assert sizes[1] - sizes[0] <= sizes[0]
+
+
+def _open_and_close(path: str, barrier: Any) -> None:
+    barrier.wait()
+    SQLiteCheckpointStore(path).close()
+
+
+def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
+    # Switching a new file to WAL needs it to itself, and SQLite does not wait
+    # for that: openers racing on a fresh file used to fail "database is locked".
+    context = multiprocessing.get_context("spawn")
+    path = str(tmp_path / "race.db")
+    barrier = context.Barrier(4)
+    workers = [context.Process(target=_open_and_close, args=(path, barrier)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0, 0, 0, 0]
+
+
+def test_an_opener_waits_for_a_writer_holding_a_new_file(tmp_path: Path) -> None:
+    path = tmp_path / "held.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    opened: list[SQLiteCheckpointStore] = []
+    started = threading.Event()
+
+    def open_store() -> None:
+        started.set()
+        opened.append(SQLiteCheckpointStore(path, timeout=60))
+
+    opener = threading.Thread(target=open_store)
+    opener.start()
+    started.wait()
+    holder.execute("COMMIT")  # before or during the opener's switch: it must succeed either way
+    holder.close()
+    opener.join(120)
+    assert len(opened) == 1
+    assert opened[0]._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    opened[0].close()
