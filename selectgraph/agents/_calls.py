@@ -71,7 +71,7 @@ async def call_model(
     if control is not None:
         check_call(control, request)
     where = _scope.get()
-    if where is None or not where.recorder.live:
+    if where is None or not where.recorder.records_calls:
         completion = await _call(provider, request, on_delta)
         if control is not None:
             control.add(completion.usage)
@@ -153,7 +153,7 @@ async def _call(
 def tool_started(call: ToolCall) -> tuple[CallScope, float] | None:
     """Record ToolCallStarted (when observed); what :func:`tool_finished` needs."""
     where = _scope.get()
-    if where is None or not where.recorder.live:
+    if where is None or not where.recorder.records_calls:
         return None
     where.recorder.record_delivering(
         ToolCallStarted, where.step, where.node, call.name, call.id, arguments=call.arguments

@@ -182,6 +182,7 @@ class AgentNode:
         entered = None
         if run.recorder.live:
             on_chunk = self._chunk_handler(run, context)
+        if run.recorder.records_calls:
             # The agent's model and tool calls are recorded as this node's.
             entered = call_scope().set(
                 CallScope(run.recorder, context.step, self.name, self.agent.name)

@@ -224,6 +224,7 @@ class EventRecorder:
         "_wall_offset",
         "listener_errors",
         "live",
+        "records_calls",
     )
 
     def __init__(
@@ -251,6 +252,9 @@ class EventRecorder:
         self._log: list[Any] = parent._log if parent is not None else []
         self.live: bool = bool(self._listeners) or (parent is not None and parent.live)
         """Whether events are built and delivered as they happen."""
+        self.records_calls: bool = self.live or (parent is not None and parent.records_calls)
+        """Whether agents record their model and tool calls: when someone listens, or
+        the run keeps an event log (whose readers want them whoever listened)."""
         # Steps already read perf_counter(); one anchor turns those readings
         # into wall-clock timestamps without a time.time() call per event.
         self._wall_offset = _wall_offset()

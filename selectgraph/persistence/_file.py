@@ -180,12 +180,18 @@ class FileCheckpointStore(FileThreads, BlockingStore):
         named = checkpoint.metadata.get("thread_id")
         thread_id = None if named is None else str(named)
         run_dir = self._run_dir(checkpoint.run_id)
-        run_dir.mkdir(exist_ok=True)
         with contextlib.ExitStack() as stack:
             # The thread first, then the run: the order every writer locks them in.
             thread_dir = None if thread_id is None else self._thread_dir(thread_id)
             if thread_dir is not None and thread_dir.is_dir():
                 stack.enter_context(locked(thread_dir / "LOCK"))
+            thread = None
+            if thread_id is not None:
+                # Before the version check: a rolled-back run has no head left to
+                # conflict with, and must hear that it lost the thread.
+                thread = None if thread_dir is None else self._read_thread(thread_dir)
+                check_owner(thread, thread_id, checkpoint.run_id)
+            run_dir.mkdir(exist_ok=True)
             stack.enter_context(locked(run_dir / "LOCK"))
             actual, logged = self._head_info(run_dir)
             if actual != expected_version:
@@ -196,10 +202,6 @@ class FileCheckpointStore(FileThreads, BlockingStore):
                 )
             if self._stored(checkpoint.checkpoint_id) is not None:
                 raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
-            thread = None
-            if thread_id is not None:
-                thread = None if thread_dir is None else self._read_thread(thread_dir)
-                check_owner(thread, thread_id, checkpoint.run_id)
             version = checkpoint.version
             write_atomic(self._record_path(run_dir, version), record)
             write_atomic(

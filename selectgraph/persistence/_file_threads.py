@@ -197,6 +197,13 @@ class FileThreads(ThreadKeeping):
             ) from exc
         return sorted(s for s in seqs if type(s) is int and 0 < s <= thread.runs)
 
+    def _start_of(self, thread_dir: Path, thread: Thread | None, run_id: str) -> str | None:
+        """Where ``run_id`` started on the thread (its first ThreadRun's start_from)."""
+        for seq in self._seqs_of(thread_dir, thread, run_id)[:1]:
+            first = self._read_record(thread_dir, seq)
+            return first.start_from if first is not None else None
+        return None
+
     def _head_id(self, run_id: str) -> str | None:
         """The id of the run's latest checkpoint: HEAD says which file holds it."""
         run_dir = self._run_dir(run_id)
@@ -238,7 +245,6 @@ class FileThreads(ThreadKeeping):
         ttl: float | None,
         now: dt.datetime,
     ) -> Claim:
-        encode_metadata(metadata)  # not JSON data: refused before anything changes
         thread_dir = self._thread_dir(thread_id)
         (thread_dir / "runs").mkdir(parents=True, exist_ok=True)
         (thread_dir / "by_run").mkdir(exist_ok=True)
@@ -246,9 +252,7 @@ class FileThreads(ThreadKeeping):
             thread = self._read_thread(thread_dir)
             owner_start = None
             if thread is not None and thread.owner is not None:
-                for seq in self._seqs_of(thread_dir, thread, thread.owner)[:1]:
-                    first = self._read_record(thread_dir, seq)
-                    owner_start = first.start_from if first is not None else None
+                owner_start = self._start_of(thread_dir, thread, thread.owner)
             queue = self._read_queue(thread_dir)
             live = [(t, until) for t, until in queue if until > now]  # lapsed: waiter gone
             decision = decide_claim(
@@ -262,7 +266,12 @@ class FileThreads(ThreadKeeping):
             start_from = decision.start_from
             if decision.start_after_run is not None:
                 head = self._head_id(decision.start_after_run)
-                start_from = head if head is not None else start_from
+                # A run with no checkpoint yet leaves the state where it started.
+                start_from = (
+                    head
+                    if head is not None
+                    else self._start_of(thread_dir, thread, decision.start_after_run)
+                )
             owned, record = claimed(
                 thread, thread_id, run_id, strategy, decision, start_from, metadata, ttl, now
             )

@@ -235,9 +235,11 @@ class InMemoryCheckpointStore(ThreadKeeping, BlockingStore):
         with self._lock:
             thread = self._threads.get(thread_id)
             runs = self._runs_of.setdefault(thread_id, [])
-            owner_start = None
-            if thread is not None and thread.owner is not None:
-                owner_start = next((r.start_from for r in runs if r.run_id == thread.owner), None)
+
+            def start_of(run: str | None) -> str | None:
+                return next((r.start_from for r in runs if r.run_id == run), None)
+
+            owner_start = start_of(thread.owner) if thread is not None else None
             decision = decide_claim(
                 thread,
                 run_id,
@@ -249,7 +251,8 @@ class InMemoryCheckpointStore(ThreadKeeping, BlockingStore):
             start_from = decision.start_from
             if decision.start_after_run is not None:
                 head = self._head_id(decision.start_after_run)
-                start_from = head if head is not None else start_from
+                # A run with no checkpoint yet leaves the state where it started.
+                start_from = head if head is not None else start_of(decision.start_after_run)
             if decision.delete_superseded and decision.superseded is not None:
                 self._delete_run(decision.superseded)
                 runs[:] = [r for r in runs if r.run_id != decision.superseded]
@@ -353,12 +356,13 @@ class InMemoryCheckpointStore(ThreadKeeping, BlockingStore):
     def _thread_bytes(self, thread_id: str) -> int:
         with self._lock:
             total = 0
-            for run in self._runs_of.get(thread_id, ()):
-                stored = self._runs.get(run.run_id)
+            # A run resumed on its thread has a record per claim: count it once.
+            for run_id in dict.fromkeys(r.run_id for r in self._runs_of.get(thread_id, ())):
+                stored = self._runs.get(run_id)
                 for cid in stored.ids.values() if stored is not None else ():
                     total += len(self._records[cid])
                     total += sum(len(raw) for raw in self._writes.get(cid, {}).values())
-                total += sum(len(raw) for raw in self._events.get(run.run_id, ()))
+                total += sum(len(raw) for raw in self._events.get(run_id, ()))
             return total
 
     def _enqueue(self, thread_id: str, ticket: str, until: dt.datetime, now: dt.datetime) -> int:

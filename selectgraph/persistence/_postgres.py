@@ -292,6 +292,9 @@ class PostgresCheckpointStore(PostgresThreads):
                 # The thread's row before the run's: a claim holds it while it reads the
                 # run's head or deletes the run, so the two never interleave (or deadlock).
                 thread = await self._thread_on(conn, thread_id, lock=True)
+                # Before the version check: a rolled-back run has no head left to
+                # conflict with, and must hear that it lost the thread.
+                check_owner(thread, thread_id, checkpoint.run_id)
             cursor = await conn.execute(self._q["lock_run"], (checkpoint.run_id,))
             row = await cursor.fetchone()
             if row is None:
@@ -328,8 +331,7 @@ class PostgresCheckpointStore(PostgresThreads):
                     f"checkpoint id {checkpoint.checkpoint_id!r} is already stored"
                 ) from exc
             if thread_id is not None:
-                check_owner(thread, thread_id, checkpoint.run_id)  # raising rolls it all back
-                assert thread is not None  # check_owner refuses a missing thread
+                assert thread is not None  # check_owner refused a missing thread
                 moment = checkpoint.created_at
                 await conn.execute(
                     self._q["touch_thread"], (moment, expiry(thread.ttl, moment), thread_id)

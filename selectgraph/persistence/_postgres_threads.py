@@ -266,7 +266,6 @@ class PostgresThreads(PortalThreadKeeping):
         ttl: float | None,
         now: dt.datetime,
     ) -> Claim:
-        encode_metadata(metadata)  # not JSON data: refused before the transaction
         async with self._pool.connection() as conn, conn.transaction():
             thread = await self._lock_or_create(conn, thread_id, now)
             owner_start = None
@@ -286,7 +285,12 @@ class PostgresThreads(PortalThreadKeeping):
             if decision.start_after_run is not None:
                 cursor = await conn.execute(self._q["head_id"], (decision.start_after_run,))
                 head = await cursor.fetchone()
-                start_from = head[0] if head is not None else start_from
+                if head is None:  # a run with no checkpoint yet leaves the state where it started
+                    cursor = await conn.execute(
+                        self._q["owner_start"], (thread_id, decision.start_after_run)
+                    )
+                    head = await cursor.fetchone()
+                start_from = None if head is None else head[0]
             if decision.delete_superseded and decision.superseded is not None:
                 # Its checkpoints, writes and events go with its runs row (ON DELETE CASCADE).
                 await conn.execute(self._q["delete_run"], (decision.superseded,))

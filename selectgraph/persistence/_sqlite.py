@@ -292,6 +292,10 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
         thread_id = checkpoint.metadata.get("thread_id")
         created = checkpoint.created_at
         with self._transaction() as conn:
+            if thread_id is not None:  # in this transaction: a claim cannot slip in between
+                # Before the version check: a rolled-back run has no head left to
+                # conflict with, and must hear that it lost the thread.
+                self._check_owner(conn, str(thread_id), checkpoint.run_id, created)
             row = conn.execute(
                 "SELECT run_key, version FROM runs WHERE run_id = ?", (checkpoint.run_id,)
             ).fetchone()
@@ -308,8 +312,6 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                 )
             if self._find(conn, checkpoint.checkpoint_id) is not None:
                 raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
-            if thread_id is not None:  # in this transaction: a claim cannot slip in between
-                self._check_owner(conn, str(thread_id), checkpoint.run_id, created)
             if row is None:
                 run_key = conn.execute(
                     "INSERT INTO runs (run_id, version) VALUES (?, ?)",

@@ -183,6 +183,16 @@ class SQLiteThreads(ThreadKeeping):
                 values,
             )
 
+    @staticmethod
+    def _start_of(conn: sqlite3.Connection, thread_id: str, run_id: str) -> str | None:
+        """Where ``run_id`` started on the thread (its first ThreadRun's start_from)."""
+        row = conn.execute(
+            "SELECT start_from FROM thread_runs WHERE thread_id = ? AND run_id = ? "
+            "ORDER BY seq LIMIT 1",
+            (thread_id, run_id),
+        ).fetchone()
+        return None if row is None else row[0]
+
     def _check_owner(
         self, conn: sqlite3.Connection, thread_id: str, run_id: str, now: dt.datetime
     ) -> None:
@@ -227,17 +237,11 @@ class SQLiteThreads(ThreadKeeping):
         ttl: float | None,
         now: dt.datetime,
     ) -> Claim:
-        encode_metadata(metadata)  # not JSON data: refused before the transaction
         with self._transaction() as conn:
             thread = self._thread_on(conn, thread_id)
             owner_start = None
             if thread is not None and thread.owner is not None:
-                row = conn.execute(
-                    "SELECT start_from FROM thread_runs WHERE thread_id = ? AND run_id = ? "
-                    "ORDER BY seq LIMIT 1",
-                    (thread_id, thread.owner),
-                ).fetchone()
-                owner_start = None if row is None else row[0]
+                owner_start = self._start_of(conn, thread_id, thread.owner)
             decision = decide_claim(
                 thread,
                 run_id,
@@ -249,7 +253,12 @@ class SQLiteThreads(ThreadKeeping):
             start_from = decision.start_from
             if decision.start_after_run is not None:
                 head = conn.execute(_HEAD_ID, (decision.start_after_run,)).fetchone()
-                start_from = head[0] if head is not None else start_from
+                # A run with no checkpoint yet leaves the state where it started.
+                start_from = (
+                    head[0]
+                    if head is not None
+                    else self._start_of(conn, thread_id, decision.start_after_run)
+                )
             if decision.delete_superseded and decision.superseded is not None:
                 # Its checkpoints, writes and events go with its runs row (ON DELETE CASCADE).
                 conn.execute("DELETE FROM runs WHERE run_id = ?", (decision.superseded,))

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from selectgraph.persistence._base import check_list_args
 from selectgraph.persistence._codec import encode_events
+from selectgraph.persistence._thread_records import encode_metadata
 from selectgraph.persistence._threads import (
     MULTITASK_STRATEGIES,
     Claim,
@@ -37,12 +38,20 @@ def new_ticket() -> str:
 
 
 def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``metadata`` as a dict of JSON data, or a TypeError naming what is wrong."""
+    """``metadata`` as a dict of JSON data.
+
+    Raises:
+        TypeError: it is not a mapping with string keys.
+        StateSerializationError: a value is not JSON data (every store, the
+            in-memory one too, refuses what a durable store could not keep).
+    """
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
         raise TypeError(f"thread metadata must be a mapping with string keys, got {metadata!r}")
-    return dict(metadata)
+    checked = dict(metadata)
+    encode_metadata(checked)
+    return checked
 
 
 def check_ttl(ttl: float | None) -> float | None:

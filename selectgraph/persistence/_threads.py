@@ -63,17 +63,30 @@ def check_thread_id(thread_id: Any) -> str:
     """``thread_id``, if a store can hold it.
 
     A thread id is 1 to 256 characters, none of them a control character or
-    ``|`` (interrupt ids use it).
+    ``|`` (interrupt ids use it), and it can be written as UTF-8 (no lone
+    surrogates).
 
     Raises:
         ThreadIdError: it is not such a string.
     """
-    if not isinstance(thread_id, str) or _THREAD_ID.fullmatch(thread_id) is None:
+    if (
+        not isinstance(thread_id, str)
+        or _THREAD_ID.fullmatch(thread_id) is None
+        or not _utf8(thread_id)
+    ):
         raise ThreadIdError(
             f"thread_id {thread_id!r} cannot be stored: use a string of 1 to 256 characters "
-            "without control characters or '|'"
+            "without control characters or '|', that UTF-8 can encode"
         )
     return thread_id
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,6 +34,7 @@ from selectgraph.runtime._run import Run, Sleep, blocking_sleep, new_run_id
 from selectgraph.runtime._start import start_run
 from selectgraph.runtime._threads import (
     carried_state,
+    check_input,
     claim_thread,
     thread_store,
     walk_and_release,
@@ -187,6 +188,7 @@ async def _start_on_thread(
     run_id = run_id or new_run_id()
     if checkpoint_id is not None:
         return await _fork_on_thread(graph, input, options, run_id, checkpoint_id, listeners, sleep)
+    check_input(graph, input)
     claim = await claim_thread(store, thread, run_id, sleep, blocking)
     start_from = claim.start_from
     encoded = None

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ThreadOptions",
     "carried_state",
+    "check_input",
     "claim_thread",
     "thread_store",
     "walk_and_release",
@@ -189,6 +190,26 @@ def carried_state(
         if key in data:
             data[key] = owned(data[key])  # reducers may extend them in place
     return state
+
+
+def check_input(graph: GraphProgram, value: Any) -> None:
+    """Refuse an input that cannot fit the state, before the thread is claimed.
+
+    The keys, and the values of fields without a reducer, are checked on their
+    own (the thread's state may hold the rest), so such a wrong input leaves no
+    run behind on the thread. A reducer's field is checked when it is merged
+    into the thread's state: what it accepts depends on what is there.
+
+    Raises:
+        TypeError: the input is of a kind a thread does not take.
+        StateValidationError: a key is unknown or a plain field's value is wrong.
+    """
+    update = _input_update(GraphState(), value)
+    if update:
+        schema = graph.schema
+        schema.check_input_keys(update, where="the thread's input")
+        plain = {k: v for k, v in update.items() if k not in schema.reducers}
+        schema.check_partial(plain, where="the thread's input")
 
 
 def _input_update(state: GraphState, value: Any) -> Mapping[str, Any]:

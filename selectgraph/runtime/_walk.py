@@ -105,6 +105,8 @@ class Walker(FanOuts, Routing, Detection, Stops):
         self._where = (self._fan_out_source, target)
         try:
             if top:
+                if self.durable is not None and self.durable.event_log:
+                    self.recorder.records_calls = True  # the log's readers want them
                 if self.resumed_from is None and not self.resumed_live:
                     self.recorder.record_delivering(RunStarted, 0, target, state=self.state)
                 else:
@@ -136,7 +138,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
         except ThreadTakenOver as lost:
             if not top:
                 raise
-            return self._superseded(lost)
+            return await self._superseded(lost)
         except GraphRunError as error:
             if top:
                 name, at = self._where
@@ -436,19 +438,22 @@ class Walker(FanOuts, Routing, Detection, Stops):
         if self.durable is not None:
             await self._save_failure(error, name, in_fan_out)
 
-    def _superseded(self, lost: ThreadTakenOver) -> GraphResult:
+    async def _superseded(self, lost: ThreadTakenOver) -> GraphResult:
         """A newer input took the run's thread over: stop here, keeping what was saved.
 
         The node whose checkpoint was refused completed, but its writes stay
         unsaved: the run that took the thread started from the checkpoint before.
+        Its log (kept under ``"interrupt"``, deleted under ``"rollback"``) ends
+        with the RunCancelled that says so.
         """
-        durable = self.durable
-        if durable is not None:
-            durable.close()
         self._degraded = True
         self.state.current_node = None
         result = self._build_result("superseded", "degraded")
         self.recorder.record(RunCancelled, self.steps, "superseded", None)
+        durable = self.durable
+        if durable is not None:
+            await durable.log_tail(self)
+            durable.close()
         return result
 
     def _token_cancelled(self, exc: BaseException) -> bool:

@@ -92,6 +92,42 @@ class StateSchema:
         values.update(extra)
         return values
 
+    def check_input_keys(self, keys: Any, *, where: str) -> None:
+        """Raise StateValidationError if an input names keys the schema does not declare."""
+        if self.fields is None or self.allow_extra:
+            return
+        unknown = sorted(k for k in keys if k not in self.fields and k not in RESERVED_KEYS)
+        if unknown:
+            raise StateValidationError(
+                f"{where} has {', '.join(map(repr, unknown))}, not "
+                f"{'a field' if len(unknown) == 1 else 'fields'} of {self.source} "
+                f"(fields: {', '.join(sorted(self.fields))})",
+                fields=unknown,
+            )
+
+    def check_partial(self, data: Mapping[str, Any], *, where: str) -> None:
+        """Raise StateValidationError if a field given in ``data`` has a wrong value.
+
+        Fields ``data`` leaves out are not asked for: it is an update of a state
+        that may hold them already (a thread's input, checked before the thread
+        is claimed).
+        """
+        if self.model is None:
+            return
+        declared = {k: v for k, v in data.items() if k in self.fields_or_empty}
+        try:
+            self.model.model_validate(declared)
+        except ValidationError as exc:
+            wrong = [err for err in exc.errors() if err["type"] != "missing"]
+            if wrong:
+                raise StateValidationError(
+                    f"{where} does not match {self.source}: "
+                    + "; ".join(
+                        f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in wrong
+                    ),
+                    fields=[".".join(str(part) for part in err["loc"]) for err in wrong],
+                ) from exc
+
     def validate_exit(self, data: Mapping[str, Any], *, state: Any = None) -> None:
         """Raise StateValidationError if the final data does not satisfy the schema."""
         if self.model is None:

@@ -154,16 +154,21 @@ def make_harness(kind: str, tmp_path: Path, closing: list[Any]) -> Harness:
     )
 
 
-@pytest.fixture
-def closing() -> Iterator[list[Any]]:
-    """Stores (and Postgres schemas) to close (drop) when the test ends."""
-    items: list[Any] = []
-    yield items
+def close_all(items: list[Any]) -> None:
+    """Close the stores, and drop the Postgres schemas, ``make_harness`` opened."""
     for item in reversed(items):
         if isinstance(item, str):
             drop_schema(item)
         else:
             item.close()
+
+
+@pytest.fixture
+def closing() -> Iterator[list[Any]]:
+    """Stores (and Postgres schemas) to close (drop) when the test ends."""
+    items: list[Any] = []
+    yield items
+    close_all(items)
 
 
 @pytest.fixture(params=STORES)

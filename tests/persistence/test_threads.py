@@ -17,6 +17,7 @@ import pytest
 from selectgraph.core._errors import (
     CheckpointConflict,
     ResumeError,
+    StateSerializationError,
     ThreadBusy,
     ThreadIdError,
     ThreadTakenOver,
@@ -230,6 +231,20 @@ def test_interrupting_an_owner_with_no_checkpoint_starts_from_its_start(
     claim = store.claim_thread("t", "r3", strategy="interrupt")
     assert claim.start_from is None
     assert claim.superseded == "r2"
+
+
+def test_a_run_that_saved_nothing_leaves_the_thread_where_it_started(harness: Harness) -> None:
+    # e.g. a run whose input failed after its claim, or a process that died first
+    store = threads(harness)
+    store.claim_thread("t", "r1")
+    head = save(store, "r1", "t", 1)
+    store.release_thread("t", "r1")
+    assert store.claim_thread("t", "r2").start_from == head.checkpoint_id
+    store.release_thread("t", "r2")  # no checkpoint
+    assert store.claim_thread("t", "r3").start_from == head.checkpoint_id
+    interrupting = store.claim_thread("t", "r4", strategy="interrupt")
+    assert interrupting.start_from == head.checkpoint_id  # r3 saved nothing either
+    assert interrupting.superseded == "r3"
 
 
 def test_rollback_deletes_the_owners_run_and_starts_where_it_started(
@@ -619,6 +634,9 @@ def test_thread_bytes(harness: Harness) -> None:
     assert three > two + 300
     save(store, "other", None, 1, {"type": "a", "text": noise(5000)})
     assert store.thread_bytes("t") == three  # another run's records are not the thread's
+    store.release_thread("t", "r1")
+    store.claim_thread("t", "r1")  # continued: a second record of the same run
+    assert store.thread_bytes("t") == three  # counted once
     store.claim_thread("t", "r2", strategy="rollback")
     assert store.thread_bytes("t") == 0
     store.delete_thread("t")
@@ -628,7 +646,9 @@ def test_thread_bytes(harness: Harness) -> None:
 # -- thread ids --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", ["", "a|b", "x" * 257, "line\nbreak", "nul\x00", "del\x7f", 5])
+@pytest.mark.parametrize(
+    "bad", ["", "a|b", "x" * 257, "line\nbreak", "nul\x00", "del\x7f", "lone \ud800", 5]
+)
 def test_thread_ids_a_store_cannot_hold_are_refused(harness: Harness, bad: Any) -> None:
     store = threads(harness)
     calls: list[Callable[[], Any]] = [
@@ -733,6 +753,10 @@ def test_metadata_must_be_json_data(harness: Harness) -> None:
     store = threads(harness)
     with pytest.raises(TypeError, match="metadata"):
         store.claim_thread("t", "r1", metadata=["not", "a", "mapping"])
+    with pytest.raises(StateSerializationError, match="thread metadata"):
+        store.claim_thread("t", "r1", metadata={"when": dt.datetime.now()})
+    with pytest.raises(StateSerializationError, match="thread metadata"):
+        store.list_threads(metadata={"obj": object()})
     with pytest.raises(ValueError, match="ttl"):
         store.claim_thread("t", "r1", ttl=-1)
     with pytest.raises(ValueError, match="lease"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -13,6 +14,7 @@ from pydantic import BaseModel
 
 from selectgraph import (
     END,
+    Agent,
     AgentGraph,
     CheckpointStore,
     Command,
@@ -22,10 +24,14 @@ from selectgraph import (
     MessagesState,
     RemoveMessage,
     ResumeError,
+    StateValidationError,
     ThreadBusy,
     ThreadIdError,
     append,
+    tool,
 )
+from selectgraph.testing import LocalReply, ScriptedProvider
+from tests.persistence.conftest import STORES, close_all, make_harness
 
 
 class Chat(BaseModel):
@@ -44,10 +50,14 @@ def chat_graph() -> AgentGraph:
     return graph
 
 
-@pytest.fixture
-def store() -> Iterator[InMemoryCheckpointStore]:
-    with InMemoryCheckpointStore() as opened:
-        yield opened
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """Each of the four stores: the runtime's thread semantics are the same on all."""
+    closing: list[Any] = []
+    try:
+        yield make_harness(request.param, tmp_path, closing).store
+    finally:
+        close_all(closing)
 
 
 def test_a_thread_continues_run_after_run(store: InMemoryCheckpointStore) -> None:
@@ -57,7 +67,8 @@ def test_a_thread_continues_run_after_run(store: InMemoryCheckpointStore) -> Non
     assert second.state.data == {"turns": 2, "heard": ["hello", "again"]}
     assert [m.text for m in second.state.messages] == ["hello", "again"]
     assert first.run_id != second.run_id  # each run has its own id and checkpoints
-    assert store.head(first.run_id) is not None and store.head(second.run_id) is not None
+    assert store.head(first.run_id) is not None
+    assert store.head(second.run_id) is not None
     runs = store.thread_runs("t1")
     assert [(r.seq, r.run_id) for r in runs] == [(1, first.run_id), (2, second.run_id)]
     assert runs[1].start_from == first.checkpoint_id  # from where the first run left it
@@ -117,6 +128,27 @@ def test_continuing_a_run_that_does_not_exist_says_so(store: InMemoryCheckpointS
         chat_graph().run(None, run_id="no-such-run", checkpoint_store=store)
     with pytest.raises(ResumeError, match="thread 'nobody' has no run to continue"):
         chat_graph().run(None, thread_id="nobody", checkpoint_store=store)
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        ({"nope": 1}, StateValidationError, "the thread's input has 'nope', not a field of Chat"),
+        ({"turns": "many"}, StateValidationError, "turns: Input should be a valid integer"),
+        (7, TypeError, "a run on a thread takes a GraphState"),
+    ],
+)
+def test_an_input_that_cannot_fit_leaves_nothing_on_the_thread(
+    store: CheckpointStore, bad: Any, error: type[Exception], message: str
+) -> None:
+    graph = chat_graph()
+    with pytest.raises(error, match=message):
+        graph.run(bad, thread_id="new", checkpoint_store=store)
+    assert store.get_thread("new") is None  # type: ignore[attr-defined]
+    graph.run("hi", thread_id="old", checkpoint_store=store)
+    with pytest.raises(error, match=message):
+        graph.run(bad, thread_id="old", checkpoint_store=store)
+    assert len(store.thread_runs("old")) == 1  # type: ignore[attr-defined]
 
 
 def test_a_thread_needs_a_store_that_keeps_threads() -> None:
@@ -186,14 +218,26 @@ async def test_enqueue_runs_inputs_after_the_current_run_in_arrival_order(
     graph = slow_graph(gate)
     running = asyncio.ensure_future(graph.arun("one", thread_id="t", checkpoint_store=store))
     await gate.entered.wait()
+    in_queue = asyncio.Event()
+    enqueue = store.aenqueue  # type: ignore[attr-defined]
+
+    async def enqueued(*args: Any, **kwargs: Any) -> int:
+        position: int = await enqueue(*args, **kwargs)
+        in_queue.set()
+        return position
+
+    store.aenqueue = enqueued  # type: ignore[attr-defined]
     queued = []
     for text in ("two", "three"):
+        in_queue.clear()
         queued.append(
             asyncio.ensure_future(
-                graph.arun(text, thread_id="t", checkpoint_store=store, multitask_strategy="enqueue")
+                graph.arun(
+                    text, thread_id="t", checkpoint_store=store, multitask_strategy="enqueue"
+                )
             )
         )
-        await asyncio.sleep(0.05)  # arrival order, not finish order, is what is kept
+        await in_queue.wait()  # arrival order, not finish order, is what is kept
     gate.release.set()
     results = [await running, *[await task for task in queued]]
     assert [r.state.data["heard"] for r in results] == [
@@ -220,6 +264,8 @@ async def test_interrupt_stops_the_running_run_and_goes_on_from_what_it_complete
     old_release.set()  # the older run finishes its node, and its checkpoint is refused
     old = await running
     assert old.stop_reason == "superseded"
+    last = store.read_events(old.run_id)[-1].event  # type: ignore[attr-defined]
+    assert (last["event"], last["reason"]) == ("RunCancelled", "superseded")
     gate.release.set()
     new = await newer
     # The newer run started from the first run's last checkpoint: "first" ran once there.
@@ -281,7 +327,7 @@ def test_interrupting_a_paused_run_drops_its_question(store: InMemoryCheckpointS
     paused = graph.run("q", thread_id="t", checkpoint_store=store)
     newer = graph.run("r", thread_id="t", checkpoint_store=store, multitask_strategy="interrupt")
     assert newer.interrupted  # the newer run asks its own question
-    with pytest.raises(Exception, match="no longer owns thread 't'|not pending"):
+    with pytest.raises(Exception, match=r"no longer owns thread 't'|not pending"):
         graph.resume(paused.interrupt_id, "late", checkpoint_store=store)  # type: ignore[arg-type]
 
 
@@ -303,10 +349,12 @@ def test_each_run_stores_its_events_in_order(store: InMemoryCheckpointStore) -> 
     stored = store.read_events(result.run_id)
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
     names = [e.event["event"] for e in stored]
-    assert names[0] == "RunStarted" and names[-1] == "RunFinished"
+    assert names[0] == "RunStarted"
+    assert names[-1] == "RunFinished"
     assert "NodeChunk" not in names  # message content is left out by default
     finished = next(e.event for e in stored if e.event["event"] == "NodeFinished")
-    assert finished["node"] == "talk" and finished["duration_ms"] >= 0
+    assert finished["node"] == "talk"
+    assert finished["duration_ms"] >= 0
     # A reader that reconnects after the event it saw last gets exactly the rest.
     middle = stored[2].seq
     assert store.read_events(result.run_id, after=middle) == stored[middle:]
@@ -320,6 +368,33 @@ def test_the_event_log_keeps_content_when_asked_and_can_be_off(
     assert "NodeChunk" in names
     without = _streaming().run("hi", checkpoint_store=store, event_log=False)
     assert store.read_events(without.run_id) == []
+
+
+def test_an_unobserved_run_logs_its_model_and_tool_calls(store: CheckpointStore) -> None:
+    # Nobody listens, yet a later reader (runs show, the studio) wants the calls.
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city.
+
+        Args:
+            city: The city.
+        """
+        return f"sunny in {city}"
+
+    provider = ScriptedProvider(
+        [LocalReply.tool_call("weather", {"city": "Oslo"}, call_id="c1"), "Sunny.", "Still."]
+    )
+    graph = AgentGraph("agentic")
+    graph.add_node("ask", Agent(provider=provider, tools=[weather]), next_node=END)
+    result = graph.run("Weather?", thread_id="t", checkpoint_store=store)
+    events = [e.event for e in store.read_events(result.run_id)]  # type: ignore[attr-defined]
+    names = [e["event"] for e in events]
+    assert names.count("LLMCallStarted") == names.count("LLMCallFinished") == 2
+    assert names.count("ToolCallStarted") == names.count("ToolCallFinished") == 1
+    tool_done = next(e for e in events if e["event"] == "ToolCallFinished")
+    assert (tool_done["node"], tool_done["tool"]) == ("ask", "weather")
+    quiet = graph.run("Weather?", checkpoint_store=store, event_log=False)
+    assert store.read_events(quiet.run_id) == []  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------- thread records
