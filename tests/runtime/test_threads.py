@@ -219,14 +219,14 @@ async def test_enqueue_runs_inputs_after_the_current_run_in_arrival_order(
     running = asyncio.ensure_future(graph.arun("one", thread_id="t", checkpoint_store=store))
     await gate.entered.wait()
     in_queue = asyncio.Event()
-    enqueue = store.aenqueue  # type: ignore[attr-defined]
+    enqueue = store.aenqueue
 
     async def enqueued(*args: Any, **kwargs: Any) -> int:
         position: int = await enqueue(*args, **kwargs)
         in_queue.set()
         return position
 
-    store.aenqueue = enqueued  # type: ignore[attr-defined]
+    setattr(store, "aenqueue", enqueued)  # noqa: B010 - a spy on the queue
     queued = []
     for text in ("two", "three"):
         in_queue.clear()
@@ -264,7 +264,7 @@ async def test_interrupt_stops_the_running_run_and_goes_on_from_what_it_complete
     old_release.set()  # the older run finishes its node, and its checkpoint is refused
     old = await running
     assert old.stop_reason == "superseded"
-    last = store.read_events(old.run_id)[-1].event  # type: ignore[attr-defined]
+    last = store.read_events(old.run_id)[-1].event
     assert (last["event"], last["reason"]) == ("RunCancelled", "superseded")
     gate.release.set()
     new = await newer
