@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, MutableSequence
 from typing import Any, Final, get_args
 
+from pydantic import TypeAdapter
+
 from selectgraph.core._errors import StateDecodeError
 from selectgraph.core._history import History
 from selectgraph.core._messages import Message
@@ -65,6 +67,27 @@ def _expect_field(raw: Mapping[str, Any], key: str, path: str, kinds: tuple[type
         names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
         raise StateDecodeError(f"{path}.{key}", f"expected {names}, got {brief(value)}")
     return value
+
+
+_MESSAGE_LIST: Final = TypeAdapter(list[Message])
+"""A conversation in one call into pydantic: a long thread's state holds thousands."""
+
+
+def _encode_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    messages = list(messages)
+    if all(type(message) is Message for message in messages):
+        encoded: list[dict[str, Any]] = _MESSAGE_LIST.dump_python(
+            messages, mode="json", exclude_defaults=True
+        )
+        return encoded
+    return [message.to_dict() for message in messages]  # a subclass keeps its own fields
+
+
+def _decode_messages(raw: list[Any]) -> list[Message]:
+    try:
+        return _MESSAGE_LIST.validate_python(raw)
+    except ValueError:  # pydantic's ValidationError: find and name the message at fault
+        return [_decode_message(m, f"messages[{i}]") for i, m in enumerate(raw)]
 
 
 def _decode_message(raw: Any, path: str) -> Message:
@@ -291,7 +314,7 @@ class GraphState:
         """
         encode = (serializer or default_serializer()).encode
         return {
-            "messages": [message.to_dict() for message in self.messages],
+            "messages": _encode_messages(self.messages),
             "data": {key: encode(value, f"data.{key}") for key, value in self.data.items()},
             "current_node": self.current_node,
             "history": [
@@ -343,10 +366,7 @@ class GraphState:
                 "current_node", f"expected a string or null, got {brief(current)}"
             )
         return cls(
-            messages=[
-                _decode_message(m, f"messages[{i}]")
-                for i, m in enumerate(_expect_list(raw, "messages"))
-            ],
+            messages=_decode_messages(_expect_list(raw, "messages")),
             data={key: decode(value, f"data.{key}") for key, value in data.items()},
             current_node=current,
             history=[

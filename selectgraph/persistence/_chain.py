@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from selectgraph.persistence._checkpoint import Checkpoint, made_at, new_checkpoint_id
-from selectgraph.persistence._codec import json_bytes
 from selectgraph.persistence._delta import copy_encoded, diff_state
 
 __all__ = ["SNAPSHOT_EVERY", "CheckpointChain", "make_checkpoint"]
@@ -190,7 +189,8 @@ class CheckpointChain:
             if delta is not None:
                 state = copy_encoded(state)
             checkpoint = Checkpoint(kind="snapshot", values=state, **common)
-            self._snapshot_bytes = len(json_bytes(state, f"checkpoint {checkpoint_id!r} values"))
+            # An estimate, as for a delta: the store checks the values when it encodes them.
+            self._snapshot_bytes = len(json.dumps(state, separators=(",", ":"), default=repr))
             self._delta_bytes = 0
             self._deltas = 0
         self._parent, self._state = checkpoint, state

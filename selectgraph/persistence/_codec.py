@@ -56,14 +56,31 @@ def json_bytes(value: Any, where: str) -> bytes:
         StateSerializationError: it is not; names where the first fault sits.
     """
     # Checked first: json.dumps would silently turn a tuple into a list and an int
-    # key into a string, and the value would load back different.
-    fault = _unjsonable(value, where)
-    if fault is not None:
-        raise StateSerializationError(*fault)
+    # key into a string, and the value would load back different. The check builds
+    # no paths (most values pass); the path is looked for only when it fails.
+    if not _is_json(value):
+        fault = _unjsonable(value, where)
+        if fault is not None:
+            raise StateSerializationError(*fault)
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 _JSON_LEAVES: Final = frozenset({str, int, bool, type(None)})
+
+
+def _is_json(value: Any) -> bool:
+    """Whether ``value`` is plain JSON data (the fast walk of :func:`_unjsonable`)."""
+    kind = type(value)
+    if kind in _JSON_LEAVES:
+        return True
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _JSON_LEAVES and not _is_json(item)):
+                return False
+        return True
+    if kind is list:
+        return all(type(item) in _JSON_LEAVES or _is_json(item) for item in value)
+    return kind is float and math.isfinite(value)
 
 
 def _unjsonable(value: Any, path: str) -> tuple[str, str] | None:
