@@ -38,12 +38,13 @@ EVENT_CLASSES: Final[dict[str, type[_events.GraphEvent]]] = {
 
 _HEAVY: Final = frozenset({"state", "result", "exception", "request", "completion"})
 _MAX_DEPTH: Final = 24
+_PLAIN: Final = frozenset({str, int, bool, type(None)})
 _END: Final = {"$end": True}
 
 
 def json_value(value: Any, depth: int = 0) -> Any:
     """``value`` as JSON data, for display: exact where JSON can say it, a repr otherwise."""
-    if value is None or isinstance(value, bool | int | str):
+    if type(value) in _PLAIN or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
@@ -99,6 +100,18 @@ def _branch_from(raw: Any) -> BranchRef | None:
     )
 
 
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
+def _field_names(kind: type[Any]) -> tuple[str, ...]:
+    """An event class's fields that its JSON carries (found once per class)."""
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(kind) if f.name not in _HEAVY)
+        _FIELD_NAMES[kind] = names
+    return names
+
+
 def event_to_json(event: _events.GraphEvent, *, state: bool = False) -> dict[str, Any]:
     """A JSON-safe dict of ``event``.
 
@@ -108,10 +121,8 @@ def event_to_json(event: _events.GraphEvent, *, state: bool = False) -> dict[str
             ParallelFinished, RunStarted), for a viewer that shows the state per step.
     """
     out: dict[str, Any] = {"event": type(event).__name__, "type": event.type.value}
-    for f in dataclasses.fields(event):
-        if f.name in _HEAVY:
-            continue
-        out[f.name] = json_value(getattr(event, f.name))
+    for name in _field_names(type(event)):
+        out[name] = json_value(getattr(event, name))
     out["node_path"] = list(event.node_path)
     if state:
         live = getattr(event, "state", None)
