@@ -30,7 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
+from typing_extensions import TypeIs
+
 from selectgraph.core._errors import ThreadBusy, ThreadIdError
+from selectgraph.persistence._protocol import implements
 
 __all__ = [
     "MULTITASK_STRATEGIES",
@@ -43,6 +46,7 @@ __all__ = [
     "ThreadStore",
     "check_thread_id",
     "decide_claim",
+    "keeps_threads",
 ]
 
 MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
@@ -415,3 +419,8 @@ class ThreadStore(Protocol):
     ) -> builtins.list[StoredEvent]:
         """Async :meth:`read_events`."""
         ...
+
+
+def keeps_threads(store: object) -> TypeIs[ThreadStore]:
+    """Whether ``store`` has the ThreadStore methods (checked once per class)."""
+    return implements(store, ThreadStore)

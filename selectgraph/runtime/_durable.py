@@ -32,7 +32,7 @@ from selectgraph.observe._events import CheckpointSaved
 from selectgraph.persistence._chain import CheckpointChain
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.persistence._threads import ThreadStore
+from selectgraph.persistence._threads import ThreadStore, keeps_threads
 from selectgraph.runtime._mirror import StateMirror
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class Durable:
         self.thread_id = thread_id
         """The thread the run belongs to: its checkpoints name it, and save only while the
         run owns it."""
-        self.threads: ThreadStore | None = store if isinstance(store, ThreadStore) else None
+        self.threads: ThreadStore | None = store if keeps_threads(store) else None
         """The store, when it keeps threads and event logs."""
         self.event_log: EventLog = event_log if self.threads is not None else False
         """Whether each checkpoint carries the run's events since the last one."""

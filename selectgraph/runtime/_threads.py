@@ -33,6 +33,7 @@ from selectgraph.persistence._threads import (
     MultitaskStrategy,
     ThreadStore,
     check_thread_id,
+    keeps_threads,
 )
 from selectgraph.runtime._run_state import Sleep
 from selectgraph.state._merge import Merger
@@ -88,7 +89,7 @@ def thread_store(store: CheckpointStore) -> ThreadStore:
     Raises:
         TypeError: it does not (a custom store without the ThreadStore methods).
     """
-    if not isinstance(store, ThreadStore):
+    if not keeps_threads(store):
         raise TypeError(
             f"{type(store).__name__} keeps checkpoints but not threads: run threads on "
             "InMemoryCheckpointStore, FileCheckpointStore, SQLiteCheckpointStore or "
