@@ -9,6 +9,7 @@ from selectgraph.build._checks import (
     check_fast_route,
     check_node_cache,
     check_options,
+    check_state_version,
     check_timeout,
     check_token,
     describe_node,
@@ -119,6 +120,13 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         output_guardrails: The same for the run's final content.
         fast_route_fn: ``fn(state) -> node name | None``: when it names a node,
             only that node runs (seed 004).
+        state_version: The version of the state schema (default 1), stored with
+            every checkpoint. Raise it when a change to the schema makes states
+            stored before it unfit, and give the migration.
+        state_migrations: ``{n: fn}``: ``fn(data) -> data`` turns the data of a state
+            stored at version ``n`` into version ``n + 1``'s. A run continued from an
+            older checkpoint goes through the chain before its state is checked
+            against the schema (see docs/persistence.md).
     """
 
     END: ClassVar[EndType] = END
@@ -155,9 +163,12 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         input_guardrails: Any = None,
         output_guardrails: Any = None,
         fast_route_fn: Callable[[Any], Any] | None = None,
+        state_version: int = 1,
+        state_migrations: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
     ) -> None:
         """Create an empty graph; its arguments are described on the class."""
         check_options("AgentGraph", max_concurrency=max_concurrency)
+        migrations = check_state_version(state_version, state_migrations)
         cache = check_node_cache(node_cache)
         retry = retry_policy(retry, error_retry_limit)
         settings = GraphSettings(
@@ -179,6 +190,8 @@ class AgentGraph(EdgeDeclarations, RunMethods):
             input_guardrails=input_pipeline(input_guardrails),
             output_guardrails=output_pipeline(output_guardrails),
             fast_route_fn=check_fast_route(fast_route_fn),
+            state_version=state_version,
+            state_migrations=migrations,
         )
         self._blueprint = Blueprint(
             name=name,

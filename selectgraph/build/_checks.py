@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from selectgraph.core._callables import callable_name
@@ -15,6 +15,7 @@ __all__ = [
     "check_fast_route",
     "check_node_cache",
     "check_options",
+    "check_state_version",
     "check_timeout",
     "check_token",
     "describe_node",
@@ -58,6 +59,39 @@ def check_options(where: str, **options: Any) -> None:
     if problems:
         bad_kind = not isinstance(options.get("merge_policy", MergePolicy.LAST_WINS), MergePolicy)
         raise (TypeError if bad_kind else ValueError)("; ".join(problems))
+
+
+def check_state_version(
+    version: int, migrations: Mapping[int, Callable[..., Any]] | None
+) -> dict[int, Callable[[dict[str, Any]], dict[str, Any]]]:
+    """Refuse a state version that is not an int >= 1, or migrations not ``{n: fn}`` below it.
+
+    Returns the migrations as a dict. A version may lack its migration (no run was
+    ever stored at it): a stored state that needs it then fails to load, naming it.
+    """
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"AgentGraph: state_version must be an int >= 1, got {version!r}")
+    if migrations is None:
+        return {}
+    if not isinstance(migrations, Mapping):
+        raise TypeError(
+            "AgentGraph: state_migrations must map a version n to a function upgrading a "
+            f"state stored at n to n + 1, got {type(migrations).__name__}"
+        )
+    checked: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+    for key, fn in migrations.items():
+        if isinstance(key, bool) or not isinstance(key, int) or not 1 <= key < version:
+            raise ValueError(
+                f"AgentGraph: state_migrations has key {key!r}; keys are the versions a "
+                f"migration upgrades from, 1 to {version - 1} (state_version={version})"
+            )
+        if not callable(fn):
+            raise TypeError(
+                f"AgentGraph: state_migrations[{key}] must be a function (data) -> data, "
+                f"got {type(fn).__name__}"
+            )
+        checked[key] = fn
+    return checked
 
 
 def check_node_cache(cache: NodeCache | None) -> NodeCache:

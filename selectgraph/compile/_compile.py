@@ -138,6 +138,7 @@ class _Compiler:
             warnings=[d for d in self.diagnostics if d.severity == "warning"],
             description=blueprint.description,
             serializer=_with_node_types(serializer_for(blueprint.state_schema), specs.values()),
+            state_type=blueprint.state_schema,
         )
 
     # --------------------------------------------------------------- nodes

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from selectgraph.routing._edges import Edge, NodeRoutes
 from selectgraph.routing._reach import possible_targets
 from selectgraph.runtime._run import Run, Sleep
 from selectgraph.runtime._settings import GraphSettings
+from selectgraph.runtime._shape import GraphShape, graph_shape
 from selectgraph.runtime._start import prepare_state, start_run
 from selectgraph.state._merge import Merger
 from selectgraph.state._schema import StateSchema
@@ -51,6 +53,7 @@ class CompiledGraph(RunnableGraph):
         warnings: Sequence[Diagnostic] = (),
         description: str = "",
         serializer: StateSerializer | None = None,
+        state_type: type[Any] | None = None,
     ) -> None:
         self.name = name
         """The graph's name (traces, events, diagrams)."""
@@ -115,6 +118,19 @@ class CompiledGraph(RunnableGraph):
         """Start nodes of branches that need no walk of their own (found on first use)."""
         self.post_dominators: Mapping[Any, set[Any]] | None = None
         """For each node, the nodes every path from it to END passes (computed on first use)."""
+        self.state_type = state_type
+        """The Pydantic model or TypedDict the state schema was declared with, if any."""
+
+    @functools.cached_property
+    def shape(self) -> GraphShape:
+        """What checkpoints record of this graph, and its hash (made on first use, then kept).
+
+        Its nodes and their kinds, where each can lead, the state's fields and
+        their types, the state version: see ``runtime/_shape.py``.
+        """
+        return graph_shape(
+            self.name, self.nodes, self.edges, self.state_type, self.settings.state_version
+        )
 
     # ----------------------------------------------------------------- input
     def prepare_state(self, value: GraphInput) -> GraphState:
@@ -151,6 +167,8 @@ class CompiledGraph(RunnableGraph):
     # ------------------------------------------------------- LangGraph's spellings
     def with_checkpointer(self, checkpointer: CheckpointStore | None) -> CompiledGraph:
         """This graph, with ``checkpointer`` as the store of runs given none."""
+        if checkpointer is not None:
+            self.shape  # noqa: B018 - made now: the copies (LangGraph configs) share it
         bound = copy.copy(self)
         bound.checkpointer = checkpointer
         return bound

@@ -70,12 +70,14 @@ def durable_options(
     serializer: StateSerializer | None,
     thread: ThreadOptions | None = None,
     event_log: EventLog = True,
+    migrate: Mapping[str, str] | None = None,
 ) -> DurableOptions | None:
     """How a run of ``graph`` keeps checkpoints and pauses; ``None`` for a run that keeps none.
 
     Raises:
-        ValueError: a pause or a thread without a store, an unknown node or durability.
-        TypeError: ``pause`` has no ``is_set()``.
+        ValueError: a pause, a thread or ``migrate`` without a store, an unknown node or
+            durability.
+        TypeError: ``pause`` has no ``is_set()``; ``migrate`` is not a mapping of names.
     """
     if store is None:
         store = graph.checkpointer
@@ -88,6 +90,7 @@ def durable_options(
         and durability == "sync"
         and not graph.settings.pause_before
         and not graph.settings.pause_after
+        and migrate is None
     ):
         return None  # the common case, checked first: every run() passes here
     before = graph.settings.pause_before | _check_nodes(graph, "pause_before", pause_before)
@@ -102,6 +105,11 @@ def durable_options(
             raise ValueError(
                 "pausing a run (pause=, pause_before=, pause_after=) needs a "
                 "checkpoint_store to continue it from, e.g. InMemoryCheckpointStore()"
+            )
+        if migrate is not None:
+            raise ValueError(
+                "migrate= maps the node names of a stored checkpoint: pass the "
+                "checkpoint_store the run was saved in"
             )
         if durability not in ("sync", "async", "exit"):
             raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
@@ -120,7 +128,30 @@ def durable_options(
         pause_after=after,
         thread=thread,
         event_log=event_log,
+        migrate=_check_migrate(graph, migrate),
     )
+
+
+def _check_migrate(graph: RunProgram, migrate: Mapping[str, str] | None) -> dict[str, str] | None:
+    """``migrate`` as a dict, refused unless it maps names to nodes of ``graph``."""
+    if migrate is None:
+        return None
+    if not isinstance(migrate, Mapping):
+        raise TypeError(
+            "migrate must map old node names to new ones, e.g. migrate={'review': 'approve'}, "
+            f"got {type(migrate).__name__}"
+        )
+    checked: dict[str, str] = {}
+    for old, new in migrate.items():
+        if not isinstance(old, str) or not isinstance(new, str) or not old:
+            raise TypeError(f"migrate maps node names to node names, got {old!r}: {new!r}")
+        if new not in graph.nodes:
+            raise ValueError(
+                f"migrate maps {old!r} to {new!r}, which is not a node of graph {graph.name!r}; "
+                f"nodes: {', '.join(graph.nodes)}"
+            )
+        checked[old] = new
+    return checked
 
 
 def _check_nodes(graph: RunProgram, what: str, names: Iterable[str] | None) -> frozenset[str]:
@@ -234,10 +265,13 @@ def continue_run(
     serializer: StateSerializer | None,
     sleep: Sleep,
     config: Mapping[str, Any] | None = None,
+    migrate: Mapping[str, str] | None = None,
 ) -> Coroutine[Any, Any, GraphResult]:
     """A paused run of ``graph`` with its interrupts answered: the coroutine continues it."""
     answers = _answers(interrupt_id, response)
-    options = durable_options(graph, checkpoint_store, durability, pause, None, None, serializer)
+    options = durable_options(
+        graph, checkpoint_store, durability, pause, None, None, serializer, migrate=migrate
+    )
     if options is not None and config:
         options = dataclasses.replace(options, config=dict(config))
     listeners = tuple(as_listener(o) for o in observers) if observers else ()
@@ -310,6 +344,7 @@ async def stream_run(
     thread: ThreadOptions | None = None,
     event_log: EventLog = True,
     config: Mapping[str, Any] | None = None,
+    migrate: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Any]:
     """Run ``graph`` and yield what ``stream_mode`` asks for as it happens.
 
@@ -351,6 +386,7 @@ async def stream_run(
         serializer,
         thread,
         event_log,
+        migrate,
     )
     task = asyncio.ensure_future(
         execute(graph, input, listeners, run_id, _yielding_sleep, options, checkpoint_id, config)

@@ -41,6 +41,7 @@ class ResumeOptions(TypedDict, total=False):
     durability: Durability
     pause: PauseSignal | None
     serializer: StateSerializer | None
+    migrate: Mapping[str, str] | None
 
 
 class RunOptions(ResumeOptions, total=False):

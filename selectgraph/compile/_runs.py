@@ -79,6 +79,7 @@ class RunMethods:
         thread_ttl: float | None = None,
         event_log: EventLog = True,
         config: Mapping[str, Any] | None = None,
+        migrate: Mapping[str, str] | None = None,
     ) -> Coroutine[Any, Any, GraphResult]:
         """Run to a stop and return the result: ``result = await graph.arun(input)``.
 
@@ -122,10 +123,15 @@ class RunMethods:
             event_log: What the run stores of its events beside its checkpoints:
                 ``True`` (events without message content), ``"content"``, or ``False``.
             config: Run-time values the nodes read as ``context.config``.
+            migrate: Continuing a run saved under an earlier version of the graph:
+                ``{"old": "new"}`` maps node names the checkpoint uses to the nodes
+                that replace them (``{"node": "node"}`` takes a node as it is now,
+                edges included). See docs/persistence.md.
 
         Raises:
             GraphRunError: the run failed; ``error.state`` and ``error.result`` keep what was done.
             ResumeError: the run cannot be continued as asked.
+            GraphChanged: the graph changed since the checkpoint in what the run needs.
             ThreadBusy: the thread is busy and ``multitask_strategy`` is ``"reject"``.
         """
         graph = self._compiled_graph()
@@ -140,6 +146,7 @@ class RunMethods:
             serializer,
             thread,
             event_log,
+            migrate,
         )
         return execute(
             graph, input, observers, run_id, asyncio.sleep, options, checkpoint_id, config
@@ -164,6 +171,7 @@ class RunMethods:
         thread_ttl: float | None = None,
         event_log: EventLog = True,
         config: Mapping[str, Any] | None = None,
+        migrate: Mapping[str, str] | None = None,
     ) -> GraphResult:
         """Run to a stop and return the result (blocking); arguments as for :meth:`arun`.
 
@@ -183,6 +191,7 @@ class RunMethods:
             serializer,
             thread,
             event_log,
+            migrate,
         )
         sleep = drive_sleep(graph)
         return run_blocking(
@@ -201,6 +210,7 @@ class RunMethods:
         pause: PauseSignal | None = None,
         serializer: StateSerializer | None = None,
         config: Mapping[str, Any] | None = None,
+        migrate: Mapping[str, str] | None = None,
     ) -> Coroutine[Any, Any, GraphResult]:
         """Answer an interrupt and continue the run: ``await graph.aresume(interrupt_id, "yes")``.
 
@@ -221,9 +231,11 @@ class RunMethods:
             pause: As for :meth:`arun`.
             serializer: As for :meth:`arun`.
             config: As for :meth:`arun`.
+            migrate: As for :meth:`arun`; give the interrupt ids the run paused with.
 
         Raises:
             ResumeError: an interrupt id is unknown or already answered.
+            GraphChanged: the graph changed since the pause in what the run needs.
             CheckpointConflict: another process answered first; nothing ran.
         """
         graph = self._compiled_graph()
@@ -238,6 +250,7 @@ class RunMethods:
             serializer,
             asyncio.sleep,
             config,
+            migrate,
         )
 
     def resume(
@@ -251,6 +264,7 @@ class RunMethods:
         pause: PauseSignal | None = None,
         serializer: StateSerializer | None = None,
         config: Mapping[str, Any] | None = None,
+        migrate: Mapping[str, str] | None = None,
     ) -> GraphResult:
         """Answer an interrupt and continue the run (blocking); see :meth:`aresume`."""
         graph = self._compiled_graph()
@@ -267,6 +281,7 @@ class RunMethods:
                 serializer,
                 drive_sleep(graph),
                 config,
+                migrate,
             ),
         )
 
@@ -450,6 +465,7 @@ class RunMethods:
         thread_ttl: float | None = None,
         event_log: EventLog = True,
         config: Mapping[str, Any] | None = None,
+        migrate: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Any]:
         """Run and yield what it does as it happens.
 
@@ -486,6 +502,7 @@ class RunMethods:
             _thread(thread_id, multitask_strategy, thread_metadata, thread_ttl),
             event_log,
             config,
+            migrate,
         )
 
     async def drain(self, timeout: float | None = None) -> DrainSummary:

@@ -25,7 +25,9 @@ The tree::
     ├── ThreadBusy                   a run is running or paused on the thread (double-texting)
     ├── ThreadIdError                a thread id a store cannot hold
     ├── ResumeError                  a run cannot be continued as asked (unknown interrupt...)
-    │   └── AnswerInvalid            an answer does not fit its question's response schema
+    │   ├── AnswerInvalid            an answer does not fit its question's response schema
+    │   └── GraphChanged             the graph changed since the checkpoint, in what the run needs
+    │       └── StateMigrationError  a stored state's version has no (working) migration
     ├── GraphSpecError               a declarative GraphSpec is malformed
     ├── GuardrailBlocked             a guardrail refused a run's input or output
     ├── ToolDefinitionError          a function cannot be described as a tool (agents._tools)
@@ -43,7 +45,7 @@ are defined in ``core/_run_errors.py``, the rest here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,6 +53,7 @@ __all__ = [
     "AnswerInvalid",
     "Diagnostic",
     "GraphBuildError",
+    "GraphChanged",
     "GraphSpecError",
     "ProviderError",
     "ProviderRequestError",
@@ -59,6 +62,7 @@ __all__ = [
     "ResumeError",
     "SelectGraphError",
     "StateDecodeError",
+    "StateMigrationError",
     "StateSerializationError",
     "ThreadBusy",
     "ThreadIdError",
@@ -313,3 +317,57 @@ class AnswerInvalid(ResumeError):
         self.errors = dict(errors)
         """What is wrong, by field path (``"score"``, ``"items[0].qty"``; ``""`` for the
         answer as a whole) -> the message."""
+
+
+class GraphChanged(ResumeError):
+    """The graph changed since a checkpoint was saved, in something the run needs to go on.
+
+    Raised when a run is continued, resumed or forked under a graph that lost a
+    node the run continues at (or routes from, or that asked a question), an
+    edge the run routes over, or whose state schema no longer fits the stored
+    state. Nothing ran and nothing was written. The message lists every change
+    found and what to do: ``migrate={"old": "new"}`` to map a renamed node, a
+    state schema version with migrations to upgrade a stored state.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        changes: Sequence[str] = (),
+        nodes: Sequence[str] = (),
+        edges: Sequence[tuple[str, str]] = (),
+        fields: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message, run_id=run_id)
+        self.changes = tuple(changes)
+        """Each change found, in words."""
+        self.nodes = tuple(nodes)
+        """Nodes the run needs that the graph no longer has (or has as another kind)."""
+        self.edges = tuple(edges)
+        """``(source, target)`` edges the run may route over that the graph no longer has."""
+        self.fields = tuple(fields)
+        """State fields whose stored values no longer fit the schema."""
+
+
+class StateMigrationError(GraphChanged):
+    """A stored state cannot be brought to the graph's state version.
+
+    Its version is newer than the graph's, a migration between two versions
+    is missing, or a migration raised or returned something other than a mapping.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        from_version: int,
+        to_version: int,
+    ) -> None:
+        super().__init__(message, run_id=run_id, changes=(message,))
+        self.from_version = from_version
+        """The version the state was stored at."""
+        self.to_version = to_version
+        """The version the migration failed to reach (the graph's, or the next step)."""

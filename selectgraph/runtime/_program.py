@@ -17,6 +17,7 @@ from selectgraph.nodes._spec import NodeSpec
 from selectgraph.observe._recorder import Listener
 from selectgraph.routing._edges import Edge, NodeRoutes
 from selectgraph.runtime._settings import GraphSettings
+from selectgraph.runtime._shape import GraphShape
 from selectgraph.state._merge import Merger
 from selectgraph.state._schema import StateSchema
 
@@ -60,3 +61,12 @@ class GraphProgram(Protocol):
     """Branches that need no walk of their own (found on first use, kept here)."""
     post_dominators: Mapping[Any, set[Any]] | None
     """For each node, the nodes every path from it to END passes (computed on first use)."""
+
+    @property
+    def shape(self) -> GraphShape:
+        """What checkpoints record of the graph, and its hash (made once, on first use).
+
+        Node names and kinds, where each node can lead, the state's fields and
+        their types, the state version.
+        """
+        ...

@@ -3,6 +3,11 @@
 A restored run has the checkpoint's state, counters, interrupts and a checkpoint
 writer that continues its chain; the options of a durable run are here too.
 
+A checkpoint saved under another version of the graph is checked first
+(:func:`checked_checkpoint`, ``runtime/_compat.py``): what the run needs must
+still be there, node names mapped with ``migrate=``; the stored state is
+brought to the graph's state version and checked when the run is restored.
+
 Every function here is a coroutine that, with ``blocking=True``, only calls
 the stores' synchronous twins and so never suspends: ``run()`` drives it
 without an event loop for a synchronous graph, like the step loop itself.
@@ -33,7 +38,17 @@ from selectgraph.runtime._book_codec import (
     decode_memo,
     decode_pending_writes,
 )
-from selectgraph.runtime._durable import DURABILITIES, Durability, Durable, EventLog
+from selectgraph.runtime._compat import (
+    AdaptedCheckpoint,
+    ShapedDurable,
+    adapt,
+    changed_error,
+    marks_for,
+    node_changes,
+    rename_answers,
+    upgrade_state,
+)
+from selectgraph.runtime._durable import DURABILITIES, Durability, EventLog
 from selectgraph.runtime._mirror import StateMirror
 from selectgraph.runtime._run import Run, Sleep
 from selectgraph.runtime._threads import ThreadOptions
@@ -43,6 +58,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DurableOptions",
+    "checked_checkpoint",
+    "checkpoint_writer",
     "continue_child",
     "continue_target",
     "decode_interrupts",
@@ -50,6 +67,7 @@ __all__ = [
     "load_checkpoint",
     "load_head",
     "load_state",
+    "renamed_answers",
     "restored_run",
     "store_head",
 ]
@@ -71,6 +89,9 @@ class DurableOptions:
     """What the run stores of its events beside its checkpoints."""
     config: Mapping[str, Any] | None = None
     """Run-time values for the nodes (``context.config``)."""
+    migrate: Mapping[str, str] | None = None
+    """Node names to map, old -> new, in a checkpoint saved under another graph
+    (``migrate=``); a node mapped to itself is taken as it is now."""
 
     def __post_init__(self) -> None:
         if self.durability not in DURABILITIES:
@@ -103,7 +124,12 @@ async def load_state(store: CheckpointStore, checkpoint_id: str, blocking: bool)
 
 
 def continue_target(graph: GraphProgram, checkpoint: Checkpoint) -> Any:
-    """Where a run continues from ``checkpoint``: a node name, or (node, ok, goto) to route."""
+    """Where a run continues from ``checkpoint``: a node name, or (node, ok, goto) to route.
+
+    Raises:
+        ResumeError: the run ended there, or its ``next`` is malformed.
+        GraphChanged: the graph lacks a node the run needs (see ``node_changes``).
+    """
     if not checkpoint.next:
         raise ResumeError(
             f"run {checkpoint.run_id!r} finished at checkpoint {checkpoint.checkpoint_id!r}; "
@@ -117,19 +143,74 @@ def continue_target(graph: GraphProgram, checkpoint: Checkpoint) -> Any:
             f"checkpoint {checkpoint.checkpoint_id!r} has a malformed next {checkpoint.next!r}",
             run_id=checkpoint.run_id,
         )
-    if node not in graph.nodes:
-        raise ResumeError(
-            f"checkpoint {checkpoint.checkpoint_id!r} of run {checkpoint.run_id!r} continues at "
-            f"node {node!r}, which graph {graph.name!r} does not have; the graph's structure "
-            f"changed since it was saved (nodes now: {', '.join(sorted(graph.nodes))})",
-            run_id=checkpoint.run_id,
-        )
+    if checkpoint.metadata.get("graph") != graph.shape.hash:
+        changes = node_changes(graph, checkpoint)
+        if changes:
+            old = checkpoint.old_shape if isinstance(checkpoint, AdaptedCheckpoint) else None
+            raise changed_error(graph, checkpoint, changes, old)
     if isinstance(entry, str):
         return entry
     goto = entry.get("goto")
     if goto == "__end__":
         goto = END
     return (node, bool(entry.get("ok", True)), goto)
+
+
+async def checked_checkpoint(
+    graph: GraphProgram, checkpoint: Checkpoint, options: DurableOptions, blocking: bool
+) -> Checkpoint:
+    """``checkpoint``, ready to continue under ``graph`` (its node names mapped by ``migrate=``).
+
+    A checkpoint saved under this graph comes back as it is; one saved under
+    another version is checked against what the run needs. Call it on every
+    checkpoint a run is continued, resumed or forked from, before anything else
+    reads it (``continue_target``, ``decode_interrupts``, ``load_head``...).
+
+    Raises:
+        GraphChanged: a node, kind of node or edge the run needs changed.
+    """
+    return await adapt(graph, checkpoint, options.store, options.migrate, blocking)
+
+
+def renamed_answers(checkpoint: Checkpoint, answers: Mapping[str, Any]) -> dict[str, Any]:
+    """``resume``'s answers, keyed like the questions of ``checkpoint`` (after ``migrate=``)."""
+    return rename_answers(checkpoint, answers)
+
+
+def checkpoint_writer(
+    graph: GraphProgram,
+    options: DurableOptions,
+    run_id: str,
+    *,
+    chain: CheckpointChain,
+    mirror: StateMirror | None,
+    thread_id: str | None,
+    parent: Checkpoint | None = None,
+) -> ShapedDurable:
+    """The checkpoint writer of a run of ``graph``: every checkpoint names the graph.
+
+    Each checkpoint's metadata gets the graph's shape hash (``graph``) and, when
+    it is not 1, the state version; the first also gets the whole shape
+    (``graph_shape``) unless ``parent`` was written under the same graph.
+    """
+    shape = graph.shape
+    durable = ShapedDurable(
+        options.store,
+        run_id,
+        options.serializer,
+        options.durability,
+        chain=chain,
+        mirror=mirror,
+        pause=options.pause,
+        pause_before=options.pause_before,
+        pause_after=options.pause_after,
+        thread_id=thread_id,
+        event_log=options.event_log,
+    )
+    durable.marks = marks_for(shape, shape.hash)
+    if parent is None or parent.metadata.get("graph") != shape.hash:
+        durable.shape_record = shape.record
+    return durable
 
 
 def decode_interrupts(
@@ -155,6 +236,7 @@ def restored_run(
     """A run of ``graph`` picking up the state and counters saved in ``checkpoint``."""
     serializer = options.serializer
     state = GraphState.from_dict(encoded, serializer=serializer)
+    upgraded = upgrade_state(graph, checkpoint, state)
     metadata = checkpoint.metadata
     thread = metadata.get("thread_id")
     thread_id = thread if isinstance(thread, str) else None
@@ -164,9 +246,12 @@ def restored_run(
         run.config = options.config
     usage = metadata.get("usage")
     history_start = int(metadata.get("history_start", 0))
+    renames = checkpoint.renames if isinstance(checkpoint, AdaptedCheckpoint) else {}
     run.restore(
         steps=checkpoint.step,
-        visits=Counter(entry[0] for entry in list(state.history)[history_start:]),
+        visits=Counter(
+            renames.get(entry[0], entry[0]) for entry in list(state.history)[history_start:]
+        ),
         usage=Usage.from_dict(usage) if type(usage) is dict else NO_USAGE,
         degraded=bool(metadata.get("degraded", False)),
     )
@@ -192,23 +277,32 @@ def restored_run(
             book.children.update(decode_children(children, serializer))
     mirror = None
     if options.durability != "exit":
-        mirror = StateMirror(serializer, state, copy_encoded(encoded))
+        # A state the graph's migrations or defaults changed is encoded anew, and the
+        # next checkpoint is a snapshot: a delta would be read against the old state.
+        if upgraded:
+            mirror = StateMirror.of(serializer, state)
+        else:
+            mirror = StateMirror(serializer, state, copy_encoded(encoded))
         run.written_keys = set()
-    chain = CheckpointChain(run_id, parent=parent, parent_state=encoded if parent else None)
-    run.durable = Durable(
-        options.store,
+    chain = CheckpointChain(
+        run_id, parent=parent, parent_state=encoded if parent and not upgraded else None
+    )
+    durable = run.durable = checkpoint_writer(
+        graph,
+        options,
         run_id,
-        serializer,
-        options.durability,
         chain=chain,
         mirror=mirror,
-        pause=options.pause,
-        pause_before=options.pause_before,
-        pause_after=options.pause_after,
         # A run continued keeps its thread; a fork is a run of its own.
         thread_id=thread_id if run_id == checkpoint.run_id else None,
-        event_log=options.event_log,
+        parent=parent,
     )
+    stored = metadata.get("graph")
+    if stored != graph.shape.hash and node_changes(graph, checkpoint):
+        # The checkpoint still names nodes this graph lacks (update_state on a run not
+        # yet migrated): what it writes keeps naming the graph it was saved under.
+        durable.marks = marks_for(graph.shape, stored if isinstance(stored, str) else None)
+        durable.shape_record = None
     trigger = checkpoint.metadata.get("trigger")
     if checkpoint.next and isinstance(checkpoint.next[0], str) and trigger not in _GATED:
         # The run reached this node's gate before (it paused there, or the node

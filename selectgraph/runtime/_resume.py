@@ -17,16 +17,18 @@ from selectgraph.observe._recorder import EventRecorder, Listener
 from selectgraph.persistence._chain import CheckpointChain
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.runtime._book import forget_paused, paused_run
-from selectgraph.runtime._durable import Durable
 from selectgraph.runtime._guard import guard_start
 from selectgraph.runtime._mirror import StateMirror
 from selectgraph.runtime._restore import (
     DurableOptions,
+    checked_checkpoint,
+    checkpoint_writer,
     continue_target,
     decode_interrupts,
     load_checkpoint,
     load_head,
     load_state,
+    renamed_answers,
     restored_run,
     store_head,
 )
@@ -80,6 +82,7 @@ async def start_durable_run(
                 "not both"
             )
         checkpoint = await load_checkpoint(store, checkpoint_id, blocking)
+        checkpoint = await checked_checkpoint(graph, checkpoint, options, blocking)
         head = await store_head(store, checkpoint.run_id, blocking)
         same_run = run_id in (None, checkpoint.run_id)
         if same_run and head is not None and head.checkpoint_id == checkpoint.checkpoint_id:
@@ -137,18 +140,13 @@ async def _begin(
         mirror = StateMirror.of(options.serializer, run.state)
         run.written_keys = set()
     thread = options.thread
-    run.durable = Durable(
-        options.store,
+    run.durable = checkpoint_writer(
+        graph,
+        options,
         run.run_id,
-        options.serializer,
-        options.durability,
         chain=CheckpointChain(run.run_id),
         mirror=mirror,
-        pause=options.pause,
-        pause_before=options.pause_before,
-        pause_after=options.pause_after,
         thread_id=None if thread is None else thread.thread_id,
-        event_log=options.event_log,
     )
     entry = graph.entry
     if graph.settings.input_guardrails is not None or graph.settings.fast_route_fn is not None:
@@ -191,11 +189,12 @@ async def _start_on_thread(
     check_input(graph, input)
     claim = await claim_thread(store, thread, run_id, sleep, blocking)
     start_from = claim.start_from
-    encoded = None
-    if start_from is not None:
-        encoded = await load_state(options.store, start_from, blocking)
     try:
-        state = carried_state(graph, encoded, input, options.serializer)
+        source = encoded = None
+        if start_from is not None:
+            source = await load_checkpoint(options.store, start_from, blocking)
+            encoded = await load_state(options.store, start_from, blocking)
+        state = carried_state(graph, encoded, input, options.serializer, source)
         recorder = EventRecorder(run_id, graph.name, (), (*graph.listeners, *listeners))
         run = Run(graph, state, run_id=run_id, recorder=recorder, sleep=sleep)
         if options.config:
@@ -232,6 +231,7 @@ async def _fork_on_thread(
     blocking = sleep is blocking_sleep
     store = thread_store(options.store)
     checkpoint = await load_checkpoint(options.store, checkpoint_id, blocking)
+    checkpoint = await checked_checkpoint(graph, checkpoint, options, blocking)
     target = continue_target(graph, checkpoint)
     claim = await claim_thread(store, thread, run_id, sleep, blocking)
     try:
@@ -322,6 +322,7 @@ async def _continue(
     sleep: Sleep,
     blocking: bool,
 ) -> Any:
+    head = await checked_checkpoint(graph, head, options, blocking)
     target = continue_target(graph, head)
     _refuse_unanswered(head, options)
     run = await load_head(graph, head, options, listeners, sleep, blocking)
@@ -372,6 +373,9 @@ async def resume_run(
     head = await store_head(options.store, run_id, blocking)
     if head is None:
         raise ResumeError(f"run {run_id!r} has no checkpoints in this store", run_id=run_id)
+    head = await checked_checkpoint(graph, head, options, blocking)
+    # Asked under the ids the run paused with; migrate= may have renamed their nodes.
+    answers = renamed_answers(head, answers)
     pending, _ = decode_interrupts(head, options.serializer)
     # Checked against the schemas stored with the questions, before anything runs.
     answers = _check_answers(run_id, answers, pending)

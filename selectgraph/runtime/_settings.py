@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,12 @@ class GraphSettings:
     """A GuardrailsPipeline run on the final content."""
     fast_route_fn: Callable[[Any], Any] | None = None
     """Called with the input state; a node name it returns is the only node run."""
+    state_version: int = 1
+    """The version of the state schema; checkpoints store it with the state."""
+    state_migrations: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(
+        default_factory=dict
+    )
+    """``{n: fn}``: ``fn(data)`` turns a state stored at version ``n`` into version ``n + 1``'s."""
 
     @property
     def controlled(self) -> bool:

@@ -35,12 +35,14 @@ from selectgraph.persistence._threads import (
     check_thread_id,
     keeps_threads,
 )
+from selectgraph.runtime._compat import upgrade_state
 from selectgraph.runtime._run_state import Sleep
 from selectgraph.state._merge import Merger
 from selectgraph.state._output import NodeOutput
 from selectgraph.state._reducers import owned
 
 if TYPE_CHECKING:
+    from selectgraph.persistence._checkpoint import Checkpoint
     from selectgraph.runtime._program import GraphProgram
     from selectgraph.runtime._run import Run
 
@@ -156,6 +158,7 @@ def carried_state(
     encoded: Mapping[str, Any] | None,
     value: Any,
     serializer: StateSerializer,
+    source: Checkpoint | None = None,
 ) -> GraphState:
     """The state a run on a thread starts from: the thread's conversation, plus its input.
 
@@ -166,9 +169,14 @@ def carried_state(
     (``messages`` there too, for a schema with an ``add_messages`` field); a
     GraphState adds its data through the reducers and appends its messages.
 
+    ``source`` is the checkpoint ``encoded`` was saved with: a state saved under
+    another version of the graph goes through its state migrations first.
+
     Raises:
         TypeError: the input is of another kind.
         ReducerError, StateValidationError: the input does not fit the state.
+        GraphChanged: the thread's state no longer fits the graph (StateMigrationError:
+            a migration is missing or failed).
     """
     if encoded is None:
         state = GraphState()
@@ -177,6 +185,8 @@ def carried_state(
             {**encoded, "history": [], "errors": []}, serializer=serializer
         )
         state.current_node = None
+        if source is not None:
+            upgrade_state(graph, source, state)
     update = _input_update(state, value)
     if update:
         Merger(graph.schema, None).merge(state, NodeOutput(dict(update)), "input", 0)
