@@ -395,7 +395,17 @@ def attempt_child(spec: dict[str, str], job: Attempt) -> None:
         PROBE.log_fd = os.open(job.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         PROBE.on_kill = _note_death(f"{job.out}.died")
         _place_kill(job, seen)
-        result = drive(store, job, seen)
+        try:
+            result = drive(store, job, seen)
+        except CheckpointConflict:
+            if seen["trigger"] is not None:
+                raise
+            # The killed attempt's first save was still committing on the server when
+            # this one looked (PostgreSQL finishes a COMMIT its client died during):
+            # nothing ran here yet, so look again and go on from what it saved.
+            seen = _seen(store, job.run_id)
+            write_json(f"{job.out}.seen", seen)
+            result = drive(store, job, seen)
         PROBE.kill_at.clear()
         report: dict[str, Any] = {"counts": dict(PROBE.counts)}
         if result is None or not result.interrupted:
