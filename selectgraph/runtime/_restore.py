@@ -30,7 +30,7 @@ from selectgraph.observe._recorder import EventRecorder, Listener
 from selectgraph.persistence._chain import CheckpointChain
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._delta import copy_encoded
-from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.persistence._protocol import CheckpointStore, implements
 from selectgraph.runtime._book import InterruptBook
 from selectgraph.runtime._book_codec import (
     decode_children,
@@ -99,7 +99,7 @@ class DurableOptions:
                 f"durability must be one of {', '.join(map(repr, DURABILITIES))}, "
                 f"got {self.durability!r}"
             )
-        if not isinstance(self.store, CheckpointStore):
+        if not implements(self.store, CheckpointStore):  # once per class: 3.11 is slow here
             raise TypeError(
                 "checkpoint_store must be a CheckpointStore (InMemoryCheckpointStore, "
                 f"FileCheckpointStore, SQLiteCheckpointStore...), got {type(self.store).__name__}"
