@@ -122,7 +122,8 @@ def event_to_json(event: _events.GraphEvent, *, state: bool = False) -> dict[str
     """
     out: dict[str, Any] = {"event": type(event).__name__, "type": event.type.value}
     for name in _field_names(type(event)):
-        out[name] = json_value(getattr(event, name))
+        value = getattr(event, name)
+        out[name] = value if type(value) in _PLAIN else json_value(value)
     out["node_path"] = list(event.node_path)
     if state:
         live = getattr(event, "state", None)
