@@ -305,21 +305,13 @@ def decode_writes(raw: bytes, checkpoint_id: str, task_id: str, *, location: str
 def encode_events(events: Sequence[Mapping[str, Any]], run_id: str) -> list[bytes]:
     """A run's events as stored bytes, one JSON object each.
 
-    The events come from the event log's own encoder (``observe/_codec.log_entry``),
-    which writes only JSON data, so they are not walked first as states are.
-
     Raises:
         StateSerializationError: an event is not JSON data; names which one.
     """
-    encoded = []
-    for index, event in enumerate(events):
-        try:
-            text = json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError, RecursionError):
-            json_bytes(dict(event), f"run {run_id!r} event {index}")  # raises, naming where
-            raise
-        encoded.append(text.encode())
-    return encoded
+    return [
+        json_bytes(event if type(event) is dict else dict(event), f"run {run_id!r} event {index}")
+        for index, event in enumerate(events)
+    ]
 
 
 def decode_event(raw: bytes, run_id: str, seq: int, *, location: str = "") -> dict[str, Any]:
