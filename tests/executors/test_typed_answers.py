@@ -20,8 +20,8 @@ from selectgraph import AnswerInvalid, GraphResult
 from selectgraph.executors import DBOSExecutor
 from selectgraph.executors.dbos import _runner
 from selectgraph.executors.dbos._answers import checked_answer, stored_schema
-from selectgraph.executors.dbos._records import encode_interrupt
-from selectgraph.executors.dbos._workflow import WORKFLOW
+from selectgraph.executors.dbos._records import decode_interrupt, encode_interrupt
+from selectgraph.executors.dbos._workflow import ANSWERS, WORKFLOW
 from tests.executors import conftest, typed_graphs
 from tests.executors.conftest import Workers
 from tests.executors.test_replay import FakeDBOS, _run
@@ -66,6 +66,16 @@ async def test_the_worker_gives_the_node_the_model(monkeypatch: pytest.MonkeyPat
     assert isinstance(done, GraphResult)
     assert done.state.data["answer_type"] == "Verdict"
     assert (done.state.data["score"], done.state.data["published"]) == (4, True)
+
+
+async def test_a_question_record_carries_its_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    paused, _ = await _paused(monkeypatch)
+    serializer = typed_graphs.typed.compile().serializer
+    record = encode_interrupt(paused.interrupts[0], serializer)
+    assert record["response_schema"] == SCHEMA
+    assert decode_interrupt(record, serializer) == paused.interrupts[0]
+    untyped = {key: value for key, value in record.items() if key != "response_schema"}
+    assert decode_interrupt(untyped, serializer).response_schema is None
 
 
 def test_a_schema_listed_with_the_pending_question_settles_it() -> None:
@@ -168,5 +178,29 @@ def test_a_worker_run_refuses_a_bad_answer_and_takes_a_good_one(
         assert (done.state.data["score"], done.state.data["published"]) == (9, True)
         asked = [e for e in workers.executions(handle.run_id) if e["what"] == "asked"]
         assert len(asked) == 1  # the worker continued its live generator
+    finally:
+        executor.close()
+
+
+@pytest.mark.slow
+def test_a_bad_answer_sent_past_resume_is_refused_and_the_run_keeps_waiting(
+    workers: Workers, own_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(conftest, "GRAPHS", "tests.executors.typed_graphs:typed")
+    workers.start("typed-2")
+    executor = DBOSExecutor(own_database, graphs={"typed": typed_graphs.typed}, poll_interval=0.05)
+    try:
+        handle = executor.start("typed", {"topic": "tides"}, run_id=f"typed-{time.monotonic_ns()}")
+        paused = handle.result(timeout=60)
+        interrupt_id = paused.interrupt_id
+        assert interrupt_id is not None
+        # Straight to the workflow's mailbox, around resume's check: the workflow
+        # refuses it (AnswerInvalid) and waits on; the good answer after it is taken.
+        bad = {"answers": {interrupt_id: {"approved": "yes", "score": -1}}}
+        executor.client.send(handle.run_id, bad, ANSWERS, idempotency_key=f"bad:{interrupt_id}")
+        executor.resume(handle.run_id, interrupt_id, {"approved": True, "score": 5})
+        done = handle.result(timeout=60)
+        assert not done.interrupted
+        assert (done.state.data["score"], done.state.data["published"]) == (5, True)
     finally:
         executor.close()

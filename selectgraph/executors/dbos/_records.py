@@ -16,6 +16,7 @@ never names code to load).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any, Final
@@ -144,24 +145,29 @@ def rebuild_budget_stop(record: Mapping[str, Any]) -> BudgetStop:
 
 def encode_interrupt(item: Interrupt, serializer: StateSerializer) -> dict[str, Any]:
     """A question as JSON data (its payload through the graph's serializer)."""
-    return {
+    record: dict[str, Any] = {
         "id": item.id,
         "node": item.node,
         "prompt": item.prompt,
         "payload": serializer.encode(item.payload, f"interrupts[{item.id!r}].payload"),
         "index": item.index,
     }
+    if item.response_schema is not None:  # what an answer must fit travels with the question
+        record["response_schema"] = copy.deepcopy(item.response_schema)
+    return record
 
 
 def decode_interrupt(record: Mapping[str, Any], serializer: StateSerializer) -> Interrupt:
     """The Interrupt :func:`encode_interrupt` wrote."""
     interrupt_id = str(record["id"])
+    schema = record.get("response_schema")
     return Interrupt(
         id=interrupt_id,
         node=str(record.get("node", "")),
         prompt=str(record.get("prompt", "")),
         payload=serializer.decode(record.get("payload"), f"interrupts[{interrupt_id!r}].payload"),
         index=int(record.get("index", 0)),
+        response_schema=copy.deepcopy(schema) if type(schema) is dict else None,
     )
 
 

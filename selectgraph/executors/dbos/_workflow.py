@@ -19,6 +19,7 @@ from dbos import DBOS
 
 from selectgraph.compile._compiled import CompiledGraph
 from selectgraph.compile._options import GraphInput
+from selectgraph.core._errors import AnswerInvalid
 from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._serialization import StateSerializer
@@ -136,7 +137,14 @@ async def selectgraph_run(graph_name: str, request: dict[str, Any]) -> dict[str,
             result = await _start(graph, request, run_id, store, publisher, serializer)
             while result.interrupted:
                 answers = await _answers(run_id, result, publisher, serializer)
-                result = await graph.aresume(answers, checkpoint_store=store, observers=[publisher])
+                try:
+                    result = await graph.aresume(
+                        answers, checkpoint_store=store, observers=[publisher]
+                    )
+                except AnswerInvalid:
+                    # An answer that does not fit its question (sent around resume's own
+                    # check) is refused before anything runs: the run keeps waiting.
+                    continue
         except Exception as error:  # the run failed: its last events and its state stay readable
             await publisher.flush()
             await DBOS.set_event_async(FAILURE, _failure(error, serializer))
