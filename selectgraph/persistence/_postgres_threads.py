@@ -140,9 +140,11 @@ THREAD_QUERIES: Final = {
     "ahead": "SELECT count(*) FROM {schema}.queue WHERE thread_id = %s AND pos < %s",
     "dequeue": "DELETE FROM {schema}.queue WHERE thread_id = %s AND ticket = %s",
     "drop_queue": "DELETE FROM {schema}.queue WHERE thread_id = %s",
-    "last_event": "SELECT coalesce(max(last_seq), 0) FROM {schema}.events WHERE run_id = %s",
+    # One round trip: the batch's seqs follow the run's last (its runs row is locked).
     "add_events": (
-        "INSERT INTO {schema}.events (run_id, first_seq, last_seq, body) VALUES (%s, %s, %s, %s)"
+        "INSERT INTO {schema}.events (run_id, first_seq, last_seq, body) "
+        "SELECT %s, last + 1, last + %s, %s FROM (SELECT coalesce(max(last_seq), 0) AS last "
+        "FROM {schema}.events WHERE run_id = %s) AS run_log RETURNING last_seq"
     ),
     # A batch holds one event at least: ``limit`` rows are enough.
     "events": (
@@ -219,13 +221,12 @@ class PostgresThreads(PortalThreadKeeping):
         self, conn: AsyncConnection[Any], run_id: str, events: builtins.list[bytes]
     ) -> int:
         """Append ``events`` to the run's log (its runs row locked); the last one's seq."""
-        cursor = await conn.execute(self._q["last_event"], (run_id,))
-        row = await cursor.fetchone()
-        last = int(row[0]) if row is not None else 0
-        await conn.execute(
-            self._q["add_events"], (run_id, last + 1, last + len(events), pack_events(events))
+        cursor = await conn.execute(
+            self._q["add_events"], (run_id, len(events), pack_events(events), run_id)
         )
-        return last + len(events)
+        row = await cursor.fetchone()
+        assert row is not None  # INSERT ... SELECT of one aggregate row inserts one row
+        return int(row[0])
 
     async def _lock_queue(self, conn: AsyncConnection[Any], thread_id: str) -> None:
         await conn.execute(self._q["lock_queue"], (f"selectgraph:{self.schema}:{thread_id}",))

@@ -207,14 +207,14 @@ class SQLiteThreads(ThreadKeeping):
     @staticmethod
     def _insert_events(conn: sqlite3.Connection, run_key: int, events: builtins.list[bytes]) -> int:
         """Append ``events`` to the run's log; the seq of the last one."""
+        # One statement: the batch's seqs follow the run's last (the write lock is held).
         (last,) = conn.execute(
-            "SELECT coalesce(max(last_seq), 0) FROM events WHERE run_key = ?", (run_key,)
+            "INSERT INTO events (run_key, first_seq, last_seq, body) "
+            "SELECT ?, last + 1, last + ?, ? FROM (SELECT coalesce(max(last_seq), 0) AS last "
+            "FROM events WHERE run_key = ?) RETURNING last_seq",
+            (run_key, len(events), pack_events(events), run_key),
         ).fetchone()
-        conn.execute(
-            "INSERT INTO events (run_key, first_seq, last_seq, body) VALUES (?, ?, ?, ?)",
-            (run_key, last + 1, last + len(events), pack_events(events)),
-        )
-        return int(last) + len(events)
+        return int(last)
 
     @staticmethod
     def _front_ticket(conn: sqlite3.Connection, thread_id: str, now: dt.datetime) -> str | None:
