@@ -1,7 +1,7 @@
 """A run continued under a graph that changed since its checkpoint: checked, renamed, upgraded.
 
 Every checkpoint names the graph it was written under by its shape's hash
-(``metadata["graph"]``, written by :class:`ShapedDurable`); the first one a run
+(``metadata["graph"]``, written by the run's ``Durable``); the first one a run
 writes under a graph also holds the shape itself (``metadata["graph_shape"]``),
 and the state's version is stored when it is not 1 (``metadata["state_version"]``).
 
@@ -31,7 +31,6 @@ from selectgraph.core._errors import GraphChanged, StateMigrationError
 from selectgraph.core._state import GraphState
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.runtime._durable import Checkpointed, Durable
 from selectgraph.runtime._shape import GraphShape, describe_type, is_generator
 from selectgraph.state._schema import StateSchema
 
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = [
     "AdaptedCheckpoint",
     "Change",
-    "ShapedDurable",
     "adapt",
     "changed_error",
     "describe_changes",
@@ -88,60 +86,7 @@ class Change:
     """For a node: what it is now (``"gone (graph 'g' does not have it)"``...)."""
 
 
-# ------------------------------------------------------------ the checkpoint writer
-class ShapedDurable(Durable):
-    """A checkpoint writer whose checkpoints name the graph they were written under.
-
-    Every checkpoint gets ``marks`` (the graph's hash, and the state version when
-    it is not 1); the first one also gets the shape record, when the chain it
-    continues does not hold it yet.
-    """
-
-    marks: Mapping[str, Any] = {}
-    """Added to every checkpoint's metadata."""
-    shape_record: Mapping[str, Any] | None = None
-    """The shape to store with the next checkpoint (then None)."""
-    _sent: Mapping[str, Any] | None = None
-
-    def make(
-        self,
-        run: Checkpointed,
-        trigger: str,
-        next: list[Any],
-        *,
-        interrupts: dict[str, dict[str, Any]] | None = None,
-        extra: dict[str, Any] | None = None,
-        pending_writes: dict[str, list[Any]] | None = None,
-    ) -> Checkpoint:
-        """The next checkpoint of ``run``, naming the graph (see :meth:`Durable.make`)."""
-        checkpoint = Durable.make(
-            self,
-            run,
-            trigger,
-            next,
-            interrupts=interrupts,
-            extra=extra,
-            pending_writes=pending_writes,
-        )
-        metadata = checkpoint.metadata
-        metadata.update(self.marks)
-        record = self.shape_record
-        if record is not None:
-            metadata["graph_shape"] = record
-            self.shape_record = None
-            self._sent = record
-        return checkpoint
-
-    def _rewind(self, head: Checkpoint | None) -> None:
-        Durable._rewind(self, head)
-        # The write that held the shape may be the one that failed: send it again,
-        # unless the checkpoint the chain goes back to was written under this graph.
-        if self._sent is not None and (
-            head is None or head.metadata.get("graph") != self.marks.get("graph")
-        ):
-            self.shape_record = self._sent
-
-
+# ------------------------------------------------------------ the checkpoint marks
 def marks_for(shape: GraphShape, graph_hash: str | None) -> dict[str, Any]:
     """The metadata every checkpoint of a run gets: the graph's hash and the state version."""
     marks: dict[str, Any] = {} if graph_hash is None else {"graph": graph_hash}

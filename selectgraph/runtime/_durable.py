@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from selectgraph.core._serialization import StateSerializer
@@ -159,6 +160,12 @@ class Durable:
         """Whether each checkpoint carries the run's events since the last one."""
         self._logged = 0
         """The recorder's log mark up to which events went into a checkpoint."""
+        self.marks: Mapping[str, Any] = {}
+        """Added to every checkpoint's metadata: the graph's shape hash, the state
+        version when it is not 1 (see ``runtime/_shape.py``)."""
+        self.shape_record: Mapping[str, Any] | None = None
+        """The graph's whole shape, stored with the next checkpoint (then None)."""
+        self._sent_shape: Mapping[str, Any] | None = None
 
     @property
     def head(self) -> Checkpoint | None:
@@ -249,7 +256,10 @@ class Durable:
             extra = {**held, **(extra or {})}
             pending_writes = pending_writes or writes
         # Visit counts are not stored: the history a checkpoint holds says them.
-        metadata: dict[str, Any] = {"trigger": trigger}
+        metadata: dict[str, Any] = {"trigger": trigger, **self.marks}
+        if self.shape_record is not None:
+            metadata["graph_shape"] = self._sent_shape = self.shape_record
+            self.shape_record = None
         if self.thread_id is not None:
             metadata["thread_id"] = self.thread_id
         if run.usage.total_tokens or run.usage.cost_usd:
@@ -332,6 +342,11 @@ class Durable:
         if self.mirror is not None:
             self.mirror = None
             self._rebuild = True
+        # The write that held the graph's shape may be the one that failed: send it
+        # again, unless the checkpoint the chain goes back to was written under this graph.
+        graph = self.marks.get("graph")
+        if self._sent_shape is not None and (head is None or head.metadata.get("graph") != graph):
+            self.shape_record = self._sent_shape
 
     _rebuild = False
 

@@ -40,7 +40,6 @@ from selectgraph.runtime._book_codec import (
 )
 from selectgraph.runtime._compat import (
     AdaptedCheckpoint,
-    ShapedDurable,
     adapt,
     changed_error,
     marks_for,
@@ -48,7 +47,7 @@ from selectgraph.runtime._compat import (
     rename_answers,
     upgrade_state,
 )
-from selectgraph.runtime._durable import DURABILITIES, Durability, EventLog
+from selectgraph.runtime._durable import DURABILITIES, Durability, Durable, EventLog
 from selectgraph.runtime._mirror import StateMirror
 from selectgraph.runtime._run import Run, Sleep
 from selectgraph.runtime._threads import ThreadOptions
@@ -186,7 +185,7 @@ def checkpoint_writer(
     mirror: StateMirror | None,
     thread_id: str | None,
     parent: Checkpoint | None = None,
-) -> ShapedDurable:
+) -> Durable:
     """The checkpoint writer of a run of ``graph``: every checkpoint names the graph.
 
     Each checkpoint's metadata gets the graph's shape hash (``graph``) and, when
@@ -194,7 +193,7 @@ def checkpoint_writer(
     (``graph_shape``) unless ``parent`` was written under the same graph.
     """
     shape = graph.shape
-    durable = ShapedDurable(
+    durable = Durable(
         options.store,
         run_id,
         options.serializer,

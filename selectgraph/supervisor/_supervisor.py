@@ -13,6 +13,10 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Unpack
 
+import selectgraph.supervisor._dynamic as _dynamic
+import selectgraph.supervisor._magentic as _magentic
+import selectgraph.supervisor._plan_execute as _plan_execute
+import selectgraph.supervisor._round_robin as _round_robin
 from selectgraph.agents._agent import AgentOutputError
 from selectgraph.agents._defaults import default_provider
 from selectgraph.build._builder import AgentGraph
@@ -24,7 +28,6 @@ from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._state import GraphState
 from selectgraph.observe._events import RunFinished
 from selectgraph.providers._base import Provider
-from selectgraph.supervisor import _dynamic, _magentic, _plan_execute, _round_robin
 from selectgraph.supervisor._build import Build
 from selectgraph.supervisor._config import ModelSplit, SupervisorStrategy
 from selectgraph.supervisor._errors import SupervisorError
