@@ -21,6 +21,8 @@ if TYPE_CHECKING:
         RunFailedError,
         RunHandle,
         RunStatus,
+        ThreadGraphMismatch,
+        ThreadTurnLost,
         UnknownGraphError,
         UnknownRunError,
     )
@@ -33,6 +35,8 @@ __all__ = [
     "RunFailedError",
     "RunHandle",
     "RunStatus",
+    "ThreadGraphMismatch",
+    "ThreadTurnLost",
     "UnknownGraphError",
     "UnknownRunError",
 ]

@@ -228,8 +228,8 @@ class Walker(FanOuts, Routing, Detection, Stops):
                             output = NodeOutput(raw)  # the common case, without read_output()
                         else:
                             output = read_output(raw, view, spec)
-                    except (ReducerError, StateValidationError):
-                        raise
+                    except (ReducerError, StateValidationError, ThreadTakenOver):
+                        raise  # not the node's failure: no policy absorbs them
                     except Exception as exc:
                         output = await self._recover(spec, visit, exc, started)
                     if type(output) is bool:  # a failure the run survived

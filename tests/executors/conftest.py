@@ -29,8 +29,13 @@ ADMIN = os.environ.get("SELECTGRAPH_TEST_POSTGRES_URL", "postgresql://postgres@1
 SERVER = ADMIN.rsplit("/", 1)[0]
 ROOT = Path(__file__).resolve().parents[2]
 GRAPHS = ",".join(
-    f"tests.executors.graphs:{name}"
-    for name in ("three", "approval", "fanout", "agents", "nested", "failing", "skipping")
+    [
+        *(
+            f"tests.executors.graphs:{name}"
+            for name in ("three", "approval", "fanout", "agents", "nested", "failing", "skipping")
+        ),
+        "tests.executors.thread_graphs:chat",
+    ]
 )
 
 

@@ -21,6 +21,8 @@ from selectgraph.executors.dbos._handle import (
     RunHandle,
     RunStatus,
 )
+from selectgraph.executors.dbos._threads import ThreadGraphMismatch
+from selectgraph.executors.dbos._turns import ThreadTurnLost
 from selectgraph.executors.dbos._workflow import UnknownGraphError
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
     "RunFailedError",
     "RunHandle",
     "RunStatus",
+    "ThreadGraphMismatch",
+    "ThreadTurnLost",
     "UnknownGraphError",
     "UnknownRunError",
 ]

@@ -5,12 +5,14 @@ and wrong for a URL that never answered: :func:`probe` connects once, with a
 timeout, before anything else is started, so a wrong URL is an error naming
 the database, not a hang.
 
-Besides DBOS's schema, the executor keeps two small tables of its own:
+Besides DBOS's schema, the executor keeps small tables of its own:
 ``selectgraph_executors`` (each worker's heartbeat: the lease that lets the
-others take over its runs when it dies) and ``selectgraph_answers`` (which
+others take over its runs when it dies), ``selectgraph_answers`` (which
 answer each interrupt got: the one claim that wins a race between two
-resumers). They live in the same database, so they share its backups and
-its availability.
+resumers), and ``selectgraph_threads`` with ``selectgraph_thread_runs``
+(conversations: each thread's state between runs and the order of its runs).
+They live in the same database, so they share its backups and its
+availability.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import sqlalchemy as sa
 __all__ = [
     "ANSWERS_TABLE",
     "EXECUTORS_TABLE",
+    "THREADS_TABLE",
+    "THREAD_RUNS_TABLE",
     "DatabaseUnavailableError",
     "create_engine",
     "is_sqlite",
@@ -49,6 +53,35 @@ ANSWERS_TABLE: Final = sa.Table(
     sa.Column("run_id", sa.Text, nullable=False),
     sa.Column("answer", sa.Text, nullable=False),
     sa.Column("answered_at", sa.DateTime(timezone=True), server_default=sa.func.now()),
+)
+
+THREADS_TABLE: Final = sa.Table(
+    "selectgraph_threads",
+    metadata,
+    sa.Column("thread_id", sa.Text, primary_key=True),
+    sa.Column("graph", sa.Text, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("runs", sa.Integer, nullable=False),
+    sa.Column("last_run", sa.Text),
+    sa.Column("state", sa.Text),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("ttl", sa.Float),
+    sa.Column("expires_at", sa.DateTime(timezone=True)),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+THREAD_RUNS_TABLE: Final = sa.Table(
+    "selectgraph_thread_runs",
+    metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("thread_id", sa.Text, nullable=False, index=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("strategy", sa.Text, nullable=False),
+    sa.Column("jumps", sa.Boolean, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("superseded", sa.Text),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
 
 
@@ -162,7 +195,7 @@ def _create_database(parsed: sa.URL) -> None:
 
 
 def create_tables(engine: sa.Engine) -> None:
-    """Create our two tables if they are missing (idempotent, safe from many workers at once)."""
+    """Create our tables if they are missing (idempotent, safe from many workers at once)."""
     try:
         metadata.create_all(engine, checkfirst=True)
     except sa.exc.IntegrityError:

@@ -27,6 +27,7 @@ from selectgraph.compile._options import GraphInput
 from selectgraph.core._errors import ResumeError
 from selectgraph.core._interrupts import interrupt_run_id
 from selectgraph.core._serialization import StateSerializer
+from selectgraph.core._state import GraphState
 from selectgraph.executors.dbos._answers import Claims, checked_answer
 from selectgraph.executors.dbos._database import (
     create_engine,
@@ -35,17 +36,21 @@ from selectgraph.executors.dbos._database import (
 )
 from selectgraph.executors.dbos._handle import RunHandle
 from selectgraph.executors.dbos._serializer import JsonSerializer, refuse_pickle
+from selectgraph.executors.dbos._threads import TURN, ThreadBook
 from selectgraph.executors.dbos._worker import serve as serve_in_loop
 from selectgraph.executors.dbos._worker import serve_until_signalled
 from selectgraph.executors.dbos._workflow import (
     ANSWERS,
     INTERRUPTS,
+    STOP,
     WAKE,
     WORKFLOW,
     UnknownGraphError,
     encode_input,
 )
+from selectgraph.persistence._threads import MultitaskStrategy, Thread, ThreadRun
 from selectgraph.runtime._run import new_run_id as _random_run_id
+from selectgraph.runtime._threads import check_input
 
 __all__ = ["DBOSExecutor", "UnknownRunError"]
 
@@ -145,6 +150,7 @@ class DBOSExecutor:
             self.register(name, graph)
         self._client: Any = None
         self._claims: Claims | None = None
+        self._threads: ThreadBook | None = None
 
     def register(self, name: str, graph: AgentGraph | CompiledGraph) -> None:
         """Register ``graph`` under ``name`` (before serving)."""
@@ -210,6 +216,13 @@ class DBOSExecutor:
             self._claims = Claims(create_engine(self.database_url))
         return self._claims
 
+    @property
+    def threads(self) -> ThreadBook:
+        """The thread tables (made on first use)."""
+        if self._threads is None:
+            self._threads = ThreadBook(create_engine(self.database_url))
+        return self._threads
+
     def workflow_status(self, run_id: str, *, load_output: bool = False) -> Any:
         """DBOS's status record of run ``run_id``.
 
@@ -224,15 +237,36 @@ class DBOSExecutor:
         return found[0]
 
     def start(
-        self, graph: str, input: GraphInput = None, *, run_id: str | None = None
+        self,
+        graph: str,
+        input: GraphInput = None,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        multitask_strategy: MultitaskStrategy = "reject",
+        thread_metadata: Mapping[str, Any] | None = None,
+        thread_ttl: float | None = None,
     ) -> RunHandle:
         """Queue a run of graph ``graph`` and return its handle; a worker picks it up.
 
         Starting a ``run_id`` that exists already starts nothing and returns its
         handle (the first start's input stands).
 
+        With ``thread_id`` the run is the next turn of that conversation: it starts
+        from the state the thread's last run left, with ``input`` merged in through
+        the reducers (see docs/threads.md). If a run is queued, running or paused on
+        the thread, ``multitask_strategy`` says what happens: ``"reject"`` raises
+        ThreadBusy, ``"enqueue"`` runs this one after it, ``"interrupt"`` stops it
+        at its next node (keeping what it completed) and goes on from there,
+        ``"rollback"`` cancels it and starts from the state before it.
+        ``thread_metadata`` is merged into the thread's metadata; ``thread_ttl``
+        (seconds) is kept with the thread.
+
         Raises:
             UnknownGraphError: this executor has graphs and ``graph`` is not one.
+            ThreadBusy: the thread is busy and the strategy is ``"reject"``.
+            ThreadIdError: a thread id the tables cannot hold.
+            StateValidationError: the input cannot fit the graph's state.
             DatabaseUnavailableError: the database does not answer.
         """
         if self.graphs and graph not in self.graphs:
@@ -240,11 +274,37 @@ class DBOSExecutor:
         run_id = run_id or _random_run_id()
         if not isinstance(run_id, str) or "|" in run_id:
             raise ValueError(f"run_id {run_id!r} must be a string without '|'")
-        request = {
+        request: dict[str, Any] = {
             "input": encode_input(input, self.serializer_for(graph)),
             "started_at": dt.datetime.now(dt.UTC).isoformat(),
         }
-        self._enqueue(run_id, graph, request)
+        if thread_id is None:
+            self._enqueue(run_id, graph, request)
+            return RunHandle(self, run_id, graph)
+        if graph in self.graphs:  # refused before the thread changes
+            check_input(self.graphs[graph], input)
+        request["thread_id"] = thread_id
+        admitted = self.threads.admit(
+            thread_id,
+            run_id,
+            graph,
+            multitask_strategy,
+            metadata=thread_metadata,
+            ttl=thread_ttl,
+        )
+        if admitted.existed:
+            return RunHandle(self, run_id, graph)
+        try:
+            self._enqueue(run_id, graph, request)
+        except BaseException:
+            self.threads.abandon(run_id)
+            raise
+        for superseded in admitted.superseded:
+            if multitask_strategy == "rollback":
+                self.client.cancel_workflow(superseded)
+                self.client.send(superseded, WAKE, ANSWERS, idempotency_key=f"wake:{superseded}")
+            else:  # a run paused on a question stops now; a running one at its next node
+                self.client.send(superseded, STOP, ANSWERS, idempotency_key=f"stop:{superseded}")
         return RunHandle(self, run_id, graph)
 
     astart = _in_thread(start)
@@ -350,6 +410,13 @@ class DBOSExecutor:
         self.client.cancel_workflow(run_id)
         # A run waiting in recv is not woken by a cancel: wake it, so it stops now.
         self.client.send(run_id, WAKE, ANSWERS, idempotency_key=f"wake:{run_id}")
+        # On a thread, the runs waiting behind it go on.
+        self._wake(self.threads.cancelled(run_id))
+
+    def _wake(self, run_ids: list[str]) -> None:
+        """Tell runs waiting for their thread to look again."""
+        for waiting in run_ids:
+            self.client.send(waiting, "turn", TURN)
 
     acancel = _in_thread(cancel)
 
@@ -383,6 +450,40 @@ class DBOSExecutor:
 
     afork = _in_thread(fork)
 
+    # ---------------------------------------------------------------- threads
+    def get_thread(self, thread_id: str) -> Thread | None:
+        """Thread ``thread_id`` (its metadata, run count, last run, owner), or None."""
+        return self.threads.get_thread(thread_id)
+
+    aget_thread = _in_thread(get_thread)
+
+    def list_threads(
+        self, *, metadata: Mapping[str, Any] | None = None, limit: int = 100
+    ) -> list[Thread]:
+        """Threads, most recently active first, whose metadata holds ``metadata``'s items."""
+        return self.threads.list_threads(metadata=metadata, limit=limit)
+
+    alist_threads = _in_thread(list_threads)
+
+    def thread_runs(self, thread_id: str) -> list[ThreadRun]:
+        """The runs of thread ``thread_id``, oldest first."""
+        return self.threads.thread_runs(thread_id)
+
+    athread_runs = _in_thread(thread_runs)
+
+    def thread_state(self, thread_id: str, graph: str | None = None) -> GraphState | None:
+        """The conversation's state as its last finished run left it (None: no such run yet).
+
+        ``graph`` names the graph whose serializer decodes it (default: the thread's).
+        """
+        kept = self.threads.thread_state(thread_id)
+        if kept is None:
+            return None
+        name = graph or self.threads.graph_of(thread_id) or ""
+        return GraphState.from_dict(kept["state"], serializer=self.serializer_for(name))
+
+    athread_state = _in_thread(thread_state)
+
     def close(self) -> None:
         """Release the client's connections."""
         if self._client is not None:
@@ -391,6 +492,9 @@ class DBOSExecutor:
         if self._claims is not None:
             self._claims.close()
             self._claims = None
+        if self._threads is not None:
+            self._threads.close()
+            self._threads = None
 
     # ----------------------------------------------------------------- worker
     def serve(self, *, on_ready: Callable[[], None] | None = None) -> None:

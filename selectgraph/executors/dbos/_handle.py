@@ -42,7 +42,7 @@ __all__ = ["RunCancelledError", "RunFailedError", "RunHandle", "RunStatus"]
 RunStatus = Literal["queued", "running", "interrupted", "done", "failed", "cancelled"]
 """Where a run stands (``handle.status()``).
 
-- ``"queued"``: waiting for a worker to take it.
+- ``"queued"``: waiting for a worker to take it (or, on a thread, for its turn).
 - ``"running"``: a worker runs it (or will take it over from one that died).
 - ``"interrupted"``: it waits for an answer (``handle.interrupts()``).
 - ``"done"``: it ended; ``handle.result()`` is its GraphResult.
@@ -114,8 +114,12 @@ class RunHandle:
         """``queued``, ``running``, ``interrupted``, ``done``, ``failed`` or ``cancelled``."""
         status = self.executor.workflow_status(self.run_id)
         mapped = _STATUSES.get(status.status, "running")
-        if mapped == "running" and (status.attributes or {}).get(STATE_ATTRIBUTE) == "interrupted":
-            return "interrupted"
+        if mapped == "running":
+            marked = (status.attributes or {}).get(STATE_ATTRIBUTE)
+            if marked == "interrupted":
+                return "interrupted"
+            if marked == "queued":  # waiting for its turn on its thread
+                return "queued"
         return mapped
 
     async def astatus(self) -> RunStatus:

@@ -23,12 +23,14 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from dbos import DBOS
 from dbos._error import DBOSException
 
 from selectgraph.core._control import BudgetStop, RunCancelledByToken, current_control
+from selectgraph.core._errors import ThreadTakenOver
 from selectgraph.core._interrupts import NodeInterrupt
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.executors.dbos._records import (
@@ -69,7 +71,14 @@ if TYPE_CHECKING:
     from selectgraph.runtime._join import BranchWrites
     from selectgraph.state._output import NodeOutput
 
-__all__ = ["STREAM", "DBOSTaskRunner", "Publisher", "PublishingStore", "ReplayDivergedError"]
+__all__ = [
+    "STREAM",
+    "DBOSTaskRunner",
+    "Publisher",
+    "PublishingStore",
+    "ReplayDivergedError",
+    "ThreadStop",
+]
 
 STREAM: Final = "selectgraph"
 """The run's stream: items ``{"from": n, "events": [...], "checkpoints": [...]}``, in order."""
@@ -164,13 +173,36 @@ class PublishingStore(InMemoryCheckpointStore):
         super()._save(checkpoint, expected_version)
         self._publisher.checkpoints.append(json.loads(self._records[checkpoint.checkpoint_id]))
 
+    def last_state(self, run_id: str) -> dict[str, Any] | None:
+        """Run ``run_id``'s latest state and checkpoint record, as a thread keeps them."""
+        head = self.head(run_id)
+        if head is None:
+            return None
+        return {
+            "state": self.load_state(head.checkpoint_id),
+            "checkpoint": json.loads(self._records[head.checkpoint_id]),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadStop:
+    """How a run on a thread learns, at each node, that a newer input took the thread."""
+
+    run_id: str
+    thread_id: str
+    check: Callable[[], Awaitable[bool]]
+    """True once the run should stop (read inside the node's step, so it is recorded)."""
+
 
 class DBOSTaskRunner:
     """Runs each task of one top-level run as a DBOS step (see the module's docstring)."""
 
-    def __init__(self, serializer: StateSerializer, publisher: Publisher) -> None:
+    def __init__(
+        self, serializer: StateSerializer, publisher: Publisher, thread: ThreadStop | None = None
+    ) -> None:
         self.serializer = serializer
         self.publisher = publisher
+        self.thread = thread
         self._reserved: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ nodes
@@ -187,6 +219,10 @@ class DBOSTaskRunner:
         live: list[Any] = []  # what the first execution produced, unencoded
 
         async def step() -> dict[str, Any]:
+            if self.thread is not None and await self.thread.check():
+                # A newer input took the thread: the node does not run (a replay
+                # meets this record and stops at the same node).
+                return {"superseded": True, "events": [], "published": publisher.first}
             # What waits goes out first, with this step rather than as a step of its own,
             # and before the node runs (its end is then recorded as soon as it returns);
             # a run of quick nodes writes at most every STREAM_EVERY seconds.
@@ -338,6 +374,8 @@ class DBOSTaskRunner:
             return rebuild_budget_stop(record["budget"])
         if record.get("token_cancelled"):
             return RunCancelledByToken()
+        if record.get("superseded") and self.thread is not None:
+            return ThreadTakenOver(self.thread.run_id, self.thread.thread_id, None)
         failure = rebuild_failure(record["error"])
         _count(getattr(failure, "usage", None))
         return failure

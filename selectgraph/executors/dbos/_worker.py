@@ -19,6 +19,8 @@ from selectgraph.executors.dbos._database import create_engine, create_tables, p
 from selectgraph.executors.dbos._leases import Leases
 from selectgraph.executors.dbos._protocols import WorkerExecutor
 from selectgraph.executors.dbos._serializer import JsonSerializer, refuse_pickle
+from selectgraph.executors.dbos._threads import ThreadBook
+from selectgraph.executors.dbos._turns import install_threads
 from selectgraph.executors.dbos._workflow import install_graphs
 
 __all__ = ["serve", "serve_until_signalled"]
@@ -47,6 +49,8 @@ async def serve(
     probe(url)
     refuse_pickle()
     install_graphs(executor.graphs)
+    book = ThreadBook(create_engine(url))
+    install_threads(book)
     leases = None
     if not executor.single_node:
         engine = create_engine(url, pool_size=1)
@@ -88,6 +92,8 @@ async def serve(
         if leases is not None:
             leases.stop()
         DBOS.destroy(workflow_completion_timeout_sec=0)
+        install_threads(None)
+        book.close()
 
 
 def serve_until_signalled(

@@ -11,6 +11,7 @@ process); then it resumes the run in place, as ``graph.aresume`` does.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any, Final
@@ -31,6 +32,7 @@ from selectgraph.executors.dbos._records import (
     encode_result,
 )
 from selectgraph.executors.dbos._runner import DBOSTaskRunner, Publisher, PublishingStore
+from selectgraph.executors.dbos._turns import end_turn, thread_stop, wait_turn
 from selectgraph.persistence._checkpoint import checkpoint_ids_from, replayable_ids
 from selectgraph.runtime._tasks import running_tasks_with
 
@@ -39,6 +41,7 @@ __all__ = [
     "FAILURE",
     "INTERRUPTS",
     "STATE_ATTRIBUTE",
+    "STOP",
     "WAKE",
     "WORKFLOW",
     "UnknownGraphError",
@@ -59,6 +62,8 @@ STATE_ATTRIBUTE: Final = "selectgraph"
 """The workflow attribute saying ``running`` or ``interrupted`` (DBOS has no such status)."""
 WAKE: Final = "selectgraph.wake"
 """A message that only wakes a waiting workflow (sent after cancelling it)."""
+STOP: Final = "selectgraph.stop"
+"""A message telling a paused run on a thread that a newer input interrupted it."""
 _WAIT_SECONDS: Final = 24 * 3600.0
 
 
@@ -131,12 +136,17 @@ async def selectgraph_run(graph_name: str, request: dict[str, Any]) -> dict[str,
     publisher = Publisher()
     store = PublishingStore(publisher)
     started = dt.datetime.fromisoformat(request["started_at"])
-    runner = DBOSTaskRunner(serializer, publisher)
+    thread_id = request.get("thread_id")
+    stop = thread_stop(run_id, thread_id) if thread_id is not None else None
+    runner = DBOSTaskRunner(serializer, publisher, stop)
     with running_tasks_with(runner), checkpoint_ids_from(replayable_ids(started, run_id)):
         try:
             result = await _start(graph, request, run_id, store, publisher, serializer)
             while result.interrupted:
                 answers = await _answers(run_id, result, publisher, serializer)
+                if answers is None:  # a newer input on the thread interrupted the pause
+                    result = dataclasses.replace(result, stop_reason="superseded", interrupts=())
+                    break
                 try:
                     result = await graph.aresume(
                         answers, checkpoint_store=store, observers=[publisher]
@@ -148,8 +158,13 @@ async def selectgraph_run(graph_name: str, request: dict[str, Any]) -> dict[str,
         except Exception as error:  # the run failed: its last events and its state stay readable
             await publisher.flush()
             await DBOS.set_event_async(FAILURE, _failure(error, serializer))
+            if thread_id is not None:
+                await end_turn(run_id, "failed", store.last_state(run_id))
             raise
     await publisher.flush()
+    if thread_id is not None:
+        outcome = "superseded" if result.stop_reason == "superseded" else "done"
+        await end_turn(run_id, outcome, store.last_state(run_id))
     return encode_result(result, serializer)
 
 
@@ -164,6 +179,9 @@ async def _start(
     fork = request.get("fork")
     if fork is None:
         input = decode_input(request["input"], serializer)
+        thread_id = request.get("thread_id")
+        if thread_id is not None:  # the thread's conversation, with the input merged in
+            input = await wait_turn(run_id, str(thread_id), graph, input, serializer)
         return await graph.arun(input, run_id=run_id, checkpoint_store=store, observers=[publisher])
     # A fork of another run: its checkpoints up to the chosen one were read when the
     # fork was started; they seed this run's store, and the run forks from there.
@@ -182,8 +200,11 @@ async def _start(
 
 async def _answers(
     run_id: str, result: GraphResult, publisher: Publisher, serializer: StateSerializer
-) -> dict[str, Any]:
-    """Publish the run's questions and wait, durably, until some of them are answered."""
+) -> dict[str, Any] | None:
+    """Publish the run's questions and wait, durably, until some of them are answered.
+
+    None: a newer input on the run's thread interrupted it while it waited.
+    """
     await publisher.flush()
     pending = {item.id for item in result.interrupts}
     await DBOS.set_event_async(
@@ -198,6 +219,9 @@ async def _answers(
     )
     while True:
         message = await DBOS.recv_async(ANSWERS, timeout_seconds=_WAIT_SECONDS)
+        if message == STOP:
+            answers = None
+            break
         if type(message) is not dict:
             continue  # a timeout (wait again) or a wake-up after a cancel
         answers = {
@@ -208,6 +232,9 @@ async def _answers(
         if answers:
             break
     await DBOS.update_workflow_attributes_async(run_id, {STATE_ATTRIBUTE: "running"}, merge=True)
+    if answers is None:
+        await DBOS.set_event_async(INTERRUPTS, {"pending": [], "result": None})
+        return None
     # Questions still open stay listed: their answers may come while the run goes on
     # (they wait in the mailbox until it asks again).
     still = [encode_interrupt(i, serializer) for i in result.interrupts if i.id not in answers]
