@@ -22,6 +22,9 @@ class Directive:
     """Where to go next; ``None`` leaves routing to the node's edges."""
     values: Mapping[str, Any] = field(default_factory=dict)
     """A partial update merged through the field reducers before routing."""
+    assignments: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Keys a router set through its state view (``state.data[k] = v``): whole values,
+    merged before ``values`` and, like a node's view writes, not through the reducers."""
 
 
 def goto(target: str | EndType, update: Mapping[str, Any] | None = None) -> Directive:

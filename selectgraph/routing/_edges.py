@@ -29,7 +29,7 @@ from selectgraph.routing._parallel import (
     is_fanout,
 )
 from selectgraph.routing._safe_eval import Condition, MissingStateKey
-from selectgraph.state._views import StateView
+from selectgraph.state._views import StateView, ViewWrites
 
 __all__ = [
     "Decider",
@@ -358,16 +358,16 @@ def _resolution(
                 if matched:
                     return edge.target, edge, None, None  # type: ignore[return-value]
                 continue
-            if view is None:
-                view = StateView(state, f"router on {source!r}", readonly=True)
-            value = edge.router(view)  # type: ignore[misc]
+            # A router's own view: what it writes is merged like an update().
+            routing = StateView(state, f"router on {source!r}")
+            value = edge.router(routing)  # type: ignore[misc]
             if inspect.isawaitable(value):
                 value = yield edge, value
         except (RoutingError, EdgeError):
             raise
         except Exception as exc:
             raise _edge_error(edge, exc, state) from exc
-        return _routed(edge, value, nodes)
+        return _routed(edge, value, nodes, routing, state)
     tried = "; ".join(edge.describe() for edge in candidates) or "none"
     raise RoutingError(
         f"no edge matched after node {source!r}; edges tried: {tried}. Add an unconditional "
@@ -377,13 +377,53 @@ def _resolution(
     )
 
 
-def _routed(edge: Edge, value: Any, nodes: Mapping[str, object]) -> Resolved:
+def _routed(
+    edge: Edge, value: Any, nodes: Mapping[str, object], view: StateView, state: GraphState
+) -> Resolved:
     target, directive = _router_target(edge, value, nodes)
+    writes = view.collect()
+    if writes is not None:
+        directive = _with_view_writes(edge, target, directive, writes, state)
     if target is None:
         # update() without a target: the patch is applied before routing, and
         # a router is a node's only unconditional way on, so the run ends.
         target = END
     return target, edge, directive, None
+
+
+def _with_view_writes(
+    edge: Edge,
+    target: str | EndType | Branches | None,
+    directive: Directive | None,
+    writes: ViewWrites,
+    state: GraphState,
+) -> Directive:
+    """The router's directive with what it wrote through its view (seed 004's routers).
+
+    Raises:
+        EdgeError: it wrote something other than data keys, or wrote and fanned out.
+    """
+    problem = None
+    if writes.deletions or writes.messages or writes.history:
+        problem = "deleted data keys or added messages or history"
+    elif writes.metadata or writes.metadata_deletions:
+        problem = "changed metadata"
+    elif type(target) is Branches:
+        problem = "wrote state and fanned out"
+    if problem is not None:
+        raise _edge_error(
+            edge,
+            TypeError(
+                f"it {problem}; a router may set data keys (merged before routing, as "
+                "update() is) and route to one target: do the rest in a node"
+            ),
+            state,
+        )
+    return Directive(
+        target=directive.target if directive is not None else target,  # type: ignore[arg-type]
+        values=directive.values if directive is not None else {},
+        assignments=writes.assignments,
+    )
 
 
 def route_with_value(
@@ -404,11 +444,11 @@ def route_with_value(
         raise
     except Exception as exc:
         raise _edge_error(edge, exc, state) from exc
-    if type(value) is str and edge.path_map is None and value in nodes:
+    if type(value) is str and edge.path_map is None and value in nodes and view.touched is False:
         return value, edge, None, None
     if inspect.isawaitable(value):
         raise _awaitable_from_plain(edge, value, state)
-    return _routed(edge, value, nodes)
+    return _routed(edge, value, nodes, view, state)
 
 
 def _awaitable_from_plain(edge: Edge, pending: Any, state: GraphState) -> EdgeError:

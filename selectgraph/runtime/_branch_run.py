@@ -147,6 +147,9 @@ class BranchRun(Walker):
         self._record_success(spec, output, visit, started)
 
     def _merge_directive(self, source: str, output: NodeOutput) -> None:
+        reducers = self.graph.schema.reducers
+        if reducers and output.writes is not None:  # a router's view writes, as a node's
+            relative_to(output, self.state.data, reducers)
         self.writes.outputs.append((source, output))
         self._detach()
         self._merger.merge(self.state, output, source, self.steps)

@@ -12,6 +12,7 @@ from selectgraph.routing._edges import Resolved, aresolve_next, resolve_next
 from selectgraph.routing._parallel import Branches
 from selectgraph.runtime._run_state import RunState
 from selectgraph.state._output import NodeOutput
+from selectgraph.state._views import ViewWrites
 
 __all__ = ["Routing"]
 
@@ -22,8 +23,11 @@ class Routing(RunState):
     # ---------------------------------------------------------------- routing
     def _follow(self, source: str, resolved: Resolved) -> str | EndType | Branches:
         target, edge, directive, decision = resolved
-        if directive is not None and directive.values:
-            self._merge_directive(source, NodeOutput(directive.values))
+        if directive is not None and (directive.values or directive.assignments):
+            # A router's own view writes are whole values (as a node's are): not reduced.
+            assigned = directive.assignments
+            writes = ViewWrites(assignments=dict(assigned)) if assigned else None
+            self._merge_directive(source, NodeOutput(directive.values, writes))
         reason = ""
         if decision is not None:
             reason = decision.reasoning

@@ -380,7 +380,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
         state = self.state
         if ok and routes.router is not None:
             edge = routes.router
-            view = StateView(state, routes.router_view, readonly=True)
+            view = StateView(state, routes.router_view)  # its writes merge like update()
             resolved = route_with_value(edge, state, self.graph.nodes, view)
             target = resolved[0]
             if type(target) is str and resolved[2] is None:
@@ -390,7 +390,8 @@ class Walker(FanOuts, Routing, Detection, Stops):
             resolved = await aresolve_next(name, routes, ok, state, self.graph.nodes, self._decide)
         else:
             resolved = resolve_next(name, routes, ok, state, self.graph.nodes)
-        wrote = resolved[2] is not None and bool(resolved[2].values)
+        directive = resolved[2]
+        wrote = directive is not None and bool(directive.values or directive.assignments)
         return self._follow(name, resolved), wrote
 
     async def _fan_out_at(self, source: str, branches: Branches) -> tuple[Stop | None, Any]:

@@ -115,8 +115,8 @@ class DataView(MutableMapping[str, Any]):
 
     def _refuse_write(self, key: str) -> NoReturn:
         raise TypeError(
-            f"{self._owner} cannot write {self._what}[{key!r}]: routers and conditions only "
-            "read state; return goto(target, update={...}) to change it while routing"
+            f"{self._owner} cannot write {self._what}[{key!r}]: conditions only read state; "
+            "route with a router (its writes merge like update()) or write in a node"
         )
 
     def __contains__(self, key: object) -> bool:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import BaseModel
 
 from selectgraph import (
     END,
@@ -19,7 +20,10 @@ from selectgraph import (
     NodeError,
     NodeResult,
     RetryPolicy,
+    Scatter,
+    append,
     reducer,
+    update,
 )
 from selectgraph.state._views import StateView
 
@@ -500,43 +504,109 @@ ROUTER_WRITES: list[tuple[str, Callable[[GraphState], object]]] = [
 
 
 @pytest.mark.parametrize(("what", "write"), ROUTER_WRITES, ids=[w[0] for w in ROUTER_WRITES])
-def test_router_view_refuses_writes_pointing_to_goto(
+def test_a_condition_view_refuses_writes_pointing_to_a_router_or_node(
     what: str, write: Callable[[GraphState], object]
 ) -> None:
-    view = StateView(GraphState(data={"x": 1}), "router on 'a'", readonly=True)
+    view = StateView(GraphState(data={"x": 1}), "condition on 'a'", readonly=True)
 
     with pytest.raises(TypeError) as info:
         write(view)
 
-    assert "goto(target, update={...})" in str(info.value)
+    assert "conditions only read state" in str(info.value)
     assert view.collect() is None
 
 
-def test_router_view_refuses_message_appends() -> None:
-    view = StateView(GraphState(), "router on 'a'", readonly=True)
+def test_a_condition_view_refuses_message_appends() -> None:
+    view = StateView(GraphState(), "condition on 'a'", readonly=True)
 
     with pytest.raises(TypeError, match="read-only"):
         view.messages.append(Message.user("x"))
 
 
-def test_a_router_that_writes_fails_the_run_with_an_edge_error() -> None:
+def test_a_router_s_writes_merge_before_routing_like_an_update() -> None:
+    # Seed 004's enrich_and_route, as a router: its write and its update() both land.
+    def enrich_and_route(state: GraphState) -> Any:
+        state.data["enriched"] = True
+        return update({"revision_count": state.data.get("revision_count", 0) + 1})
+
+    graph = AgentGraph("g")
+    graph.add_node("a", lambda state: {"x": 1})
+    graph.add_conditional_edge("a", enrich_and_route)
+
+    result = graph.run({})
+
+    assert result.state.data == {"x": 1, "enriched": True, "revision_count": 1}
+    assert result.stop_reason == "end"  # update() without a target: the router's node ends
+
+
+class _Items(BaseModel):
+    items: Annotated[list[int], append] = []
+    n: int = 0
+
+
+def _appending_router(state: GraphState) -> str:
+    state.data["items"].append(9)  # in place, on the view's copy: a whole value
+    state.data["n"] = 5
+    return "m"
+
+
+@pytest.mark.parametrize("fan_out", [False, True], ids=["top", "in-a-branch"])
+def test_a_router_s_in_place_write_is_a_whole_value_not_reduced_again(fan_out: bool) -> None:
+    graph = AgentGraph("g", state_schema=_Items)
+    graph.add_node("a", lambda state: {"items": [1]})
+    graph.add_node("m", lambda state: {"items": [2]}, next_node=END)
+    graph.add_conditional_edge("a", _appending_router)
+    if fan_out:  # two branches, each through the router: each adds [1, 9, 2] once
+        graph.add_node("start", lambda state: {"items": [0]})
+        graph.add_conditional_edge("start", lambda state: [Scatter("a", {}), Scatter("a", {})])
+        graph.set_entry("start")
+        assert graph.run({}).state.data == {"items": [0, 1, 9, 2, 1, 9, 2], "n": 5}
+        return
+    assert graph.run({}).state.data == {"items": [1, 9, 2], "n": 5}
+
+
+@pytest.mark.parametrize(
+    ("write", "problem"),
+    [
+        (lambda state: state.data.__delitem__("x"), "deleted data keys"),
+        (lambda state: state.messages.append(Message.user("x")), "added messages"),
+        (lambda state: state.metadata.__setitem__("m", 1), "changed metadata"),
+    ],
+    ids=["delete", "message", "metadata"],
+)
+def test_a_router_that_writes_more_than_data_keys_fails_with_an_edge_error(
+    write: Callable[[GraphState], object], problem: str
+) -> None:
     def router(state: GraphState) -> Any:
-        state.data["k"] = 1
+        write(state)
         return END
 
     graph = AgentGraph("g")
     graph.add_node("a", lambda state: {"x": 1})
     graph.add_conditional_edge("a", router)
-    graph.set_entry("a")
 
     with pytest.raises(EdgeError) as info:
         graph.run({})
 
-    cause = info.value.__cause__
-    assert isinstance(cause, TypeError)
-    assert "goto(target, update={...})" in str(cause)
+    assert problem in str(info.value)
+    assert "do the rest in a node" in str(info.value)
     assert info.value.state is not None
-    assert "k" not in info.value.state.data
+    assert info.value.state.data == {"x": 1}
+
+
+def test_a_router_that_writes_and_fans_out_fails_with_an_edge_error() -> None:
+    def router(state: GraphState) -> Any:
+        state.data["k"] = 1
+        return ["b", "c"]
+
+    graph = AgentGraph("g")
+    graph.add_node("a", lambda state: {"x": 1})
+    graph.add_node("b", lambda state: {}, next_node=END)
+    graph.add_node("c", lambda state: {}, next_node=END)
+    graph.add_conditional_edge("a", router)
+
+    with pytest.raises(EdgeError, match="wrote state and fanned out"):
+        graph.run({})
 
 
 def test_a_condition_function_that_writes_fails_the_run_with_an_edge_error() -> None:
@@ -554,13 +624,13 @@ def test_a_condition_function_that_writes_fails_the_run_with_an_edge_error() -> 
         graph.run({})
 
     assert isinstance(info.value.__cause__, TypeError)
-    assert "goto(target, update={...})" in str(info.value.__cause__)
+    assert "conditions only read state" in str(info.value.__cause__)
 
 
-def test_a_router_reads_containers_without_writing() -> None:
+def test_a_router_s_in_place_edit_of_a_container_is_a_write_as_a_node_s_is() -> None:
     def router(state: GraphState) -> Any:
         items = state["items"]
-        items.append("local")  # a private copy: allowed, never merged
+        items.append("local")  # on the view's copy, merged as a whole value
         return END
 
     graph = AgentGraph("g")
@@ -568,7 +638,20 @@ def test_a_router_reads_containers_without_writing() -> None:
     graph.add_conditional_edge("a", router)
     graph.set_entry("a")
 
-    assert graph.run({"items": ["a"]}).state["items"] == ["a"]
+    assert graph.run({"items": ["a"]}).state["items"] == ["a", "local"]
+
+
+def test_a_router_that_only_reads_a_container_writes_nothing() -> None:
+    def router(state: GraphState) -> Any:
+        return END if state["items"] == ["a"] else "a"
+
+    graph = AgentGraph("g")
+    graph.add_node("a", lambda state: {"x": 1})
+    graph.add_conditional_edge("a", router)
+
+    result = graph.run({"items": ["a"]})
+    assert result.state.data == {"items": ["a"], "x": 1}
+    assert [name for name, *_ in result.state.history] == ["a"]
 
 
 # --------------------------------------------------------- declared reads
