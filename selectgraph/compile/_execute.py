@@ -28,6 +28,7 @@ from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import Listener
 from selectgraph.observe._stream import StreamMode, stream_converter
 from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.persistence._seed_store import SeedCheckpointStore, as_checkpoint_store
 from selectgraph.runtime._durable import Durability, EventLog
 from selectgraph.runtime._guard import fast_route_target, guard_input, guard_start
 from selectgraph.runtime._program import GraphProgram
@@ -62,7 +63,7 @@ class RunProgram(GraphProgram, Protocol):
 # ------------------------------------------------------------------- options
 def durable_options(
     graph: RunProgram,
-    store: CheckpointStore | None,
+    store: CheckpointStore | SeedCheckpointStore | None,
     durability: Durability,
     pause: PauseSignal | None,
     pause_before: Iterable[str] | None,
@@ -120,7 +121,7 @@ def durable_options(
             f"got {type(pause).__name__}"
         )
     return DurableOptions(
-        store=store,
+        store=as_checkpoint_store(store),
         durability=durability,
         serializer=serializer or graph.serializer,
         pause=pause,
@@ -169,13 +170,17 @@ def _check_nodes(graph: RunProgram, what: str, names: Iterable[str] | None) -> f
     return chosen
 
 
-def store_for(graph: RunProgram, what: str, store: CheckpointStore | None) -> CheckpointStore:
+def store_for(
+    graph: RunProgram, what: str, store: CheckpointStore | SeedCheckpointStore | None
+) -> CheckpointStore:
     """``store``, else the graph's own.
 
     Raises:
         ValueError: neither is given; ``what`` names the method that needed one.
     """
-    chosen = store if store is not None else graph.checkpointer
+    chosen: CheckpointStore | None = as_checkpoint_store(
+        store if store is not None else graph.checkpointer
+    )
     if chosen is None:
         raise ValueError(
             f"{what} reads a checkpoint store: pass checkpoint_store=..., or compile the "
@@ -258,7 +263,7 @@ def continue_run(
     graph: RunProgram,
     interrupt_id: str | Mapping[str, Any],
     response: Any,
-    checkpoint_store: CheckpointStore | None,
+    checkpoint_store: CheckpointStore | SeedCheckpointStore | None,
     observers: Sequence[Observer | Listener],
     durability: Durability,
     pause: PauseSignal | None,
@@ -333,7 +338,7 @@ async def stream_run(
     input: GraphInput,
     observers: Sequence[Observer | Listener],
     run_id: str | None,
-    checkpoint_store: CheckpointStore | None,
+    checkpoint_store: CheckpointStore | SeedCheckpointStore | None,
     checkpoint_id: str | None,
     durability: Durability,
     pause: PauseSignal | None,

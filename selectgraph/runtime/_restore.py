@@ -101,7 +101,9 @@ class DurableOptions:
         if not implements(self.store, CheckpointStore):  # once per class: 3.11 is slow here
             raise TypeError(
                 "checkpoint_store must be a CheckpointStore (InMemoryCheckpointStore, "
-                f"FileCheckpointStore, SQLiteCheckpointStore...), got {type(self.store).__name__}"
+                "FileCheckpointStore, SQLiteCheckpointStore...) or a store with seed 004's "
+                "save(graph_id, state, step) / load / list / delete, got "
+                f"{type(self.store).__name__}"
             )
 
 
