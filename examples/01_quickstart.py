@@ -45,4 +45,4 @@ if __name__ == "__main__":
     print(result.state["notes"])
     print(" -> ".join(result.node_order), f"({result.steps} steps, {result.quality})")
     print()
-    print(graph.visualize(result=result))
+    graph.visualize(result=result)  # prints the picture (and returns it)

@@ -114,5 +114,5 @@ graph.add_node("publish", publish, next_node=END)
 graph.set_entry("intake")
 
 if __name__ == "__main__":
-    print(graph.visualize())
+    graph.visualize()
     print("Watch it run:  selectgraph studio examples/12_studio.py:graph")

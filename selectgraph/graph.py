@@ -5,6 +5,7 @@ from __future__ import annotations
 from selectgraph.build._builder import AgentGraph
 from selectgraph.build._spec import GraphSpec
 from selectgraph.compile._compiled import CompiledGraph
+from selectgraph.compile._png import PngUnavailable
 from selectgraph.core._node_result import NodeResult
 from selectgraph.core._policies import (
     ErrorPolicy,
@@ -53,6 +54,7 @@ __all__ = [
     "Directive",
     "ErrorPolicy",
     "FailureMode",
+    "GraphNode",
     "GraphResult",
     "GraphSettings",
     "GraphSpec",
@@ -67,6 +69,7 @@ __all__ = [
     "NodeSpec",
     "Outcome",
     "ParallelGroup",
+    "PngUnavailable",
     "Quality",
     "Reducer",
     "RemoveMessage",
@@ -87,3 +90,6 @@ __all__ = [
     "reducer",
     "update",
 ]
+
+GraphNode = NodeSpec
+"""Seed 004's name for a node as the compiled graph holds it (``compiled.nodes[name]``)."""

@@ -25,6 +25,10 @@ EXPECTED = {
     "11_deep_research.py": "## Sources\n\n[1] ",
     "12_studio.py": "Watch it run:  selectgraph studio examples/12_studio.py:graph",
     "13_ticket_triage.py": "ticket-4: refund declined; ran on worker-",
+    "14_parallel_merge.py": "last_wins: verdict=reject\nfirst_wins: verdict=approve",
+    "15_checkpoint_backends.py": "sqlite: paused on 'Publish?' after 3 checkpoints\n"
+    "sqlite: published=True (end)",
+    "16_subgraph.py": "On tide pools: tide pools basics; tide pools history",
 }
 
 

@@ -204,6 +204,7 @@ class AgentNode:
             if inspect.isawaitable(raw):
                 raw = await raw
             output = read_output(raw, state, run.graph.nodes[self.name])
+            _own_entry_once(output, self.name)
             if built.summary is not None:  # the rolling summary is engine bookkeeping
                 output.update = {**output.update, CONVERSATION_SUMMARY: built.summary}
         else:
@@ -303,3 +304,18 @@ class AgentNode:
                 run.recorder.record(NodeChunk, context.step, self.name, chunk.delta)
 
         return forward
+
+
+def _own_entry_once(output: NodeOutput, name: str) -> None:
+    """Drop history entries an output_transform appended for its own node.
+
+    The engine records one entry per visit; seed 004's example transform appends
+    ``(state.current_node, result)`` itself, which would record the visit twice.
+    """
+    writes = output.writes
+    if writes is not None and writes.history:
+        writes.history = [
+            entry
+            for entry in writes.history
+            if not (isinstance(entry, tuple) and entry and entry[0] == name)
+        ]

@@ -26,7 +26,7 @@ from selectgraph.compile._compiled import CompiledGraph
 from selectgraph.compile._declarations import Blueprint, NodeDecl, SubgraphDecl
 from selectgraph.compile._runs import RunMethods
 from selectgraph.core._control import CancellationToken
-from selectgraph.core._errors import Diagnostic, GraphBuildError
+from selectgraph.core._errors import Diagnostic
 from selectgraph.core._policies import (
     Conversation,
     ErrorPolicy,
@@ -108,6 +108,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
             gate; seed 000's ``pause_nodes``); continue it with
             ``run(None, checkpoint_store=..., run_id=...)``.
         pause_after: Nodes a run with a checkpoint store pauses after.
+        pause_nodes: Seed 000's spelling of ``pause_before`` (the two are joined).
         max_total_tokens: Token budget of a run (every model call of every
             agent in it, subgraphs and branches included); checked before each
             call, the run stops with ``stop_reason="token_budget"``.
@@ -156,6 +157,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         node_cache: NodeCache | None = None,
         pause_before: Iterable[str] = (),
         pause_after: Iterable[str] = (),
+        pause_nodes: Iterable[str] = (),
         max_total_tokens: int | None = None,
         max_cost_usd: float | None = None,
         max_duration: float | None = None,
@@ -183,7 +185,8 @@ class AgentGraph(EdgeDeclarations, RunMethods):
             conversation=conversation,
             compact_at_tokens=compact_at_tokens,
             max_concurrency=max_concurrency,
-            pause_before=node_names("pause_before", pause_before),
+            # seed 000's pause_nodes: pause before each of them
+            pause_before=node_names("pause_before", [*pause_before, *pause_nodes]),
             pause_after=node_names("pause_after", pause_after),
             budget=make_budget(max_total_tokens, max_cost_usd, max_duration),
             cancellation_token=check_token(cancellation_token),
@@ -274,6 +277,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         writes: Sequence[str] | None = None,
         optional_writes: Sequence[str] | None = None,
         max_visits: int | None = None,
+        max_iterations: int | None = None,
         error_policy: ErrorPolicy | None = None,
         retry: RetryPolicy | None = None,
         destinations: Sequence[str | EndType] | None = None,
@@ -294,6 +298,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
             writes: Keys the node must write; writing others is an error.
             optional_writes: Keys the node may write; cleared on a revisit that skips them.
             max_visits: Times the node may run per run (``None``/0: unlimited).
+            max_iterations: Seed 004's name for ``max_visits`` (give one of the two).
             error_policy: Overrides the graph's error policy for this node.
             retry: Overrides the graph's retry policy for this node.
             destinations: Targets the node may goto(); checked at run time, drawn in diagrams.
@@ -313,6 +318,14 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         """
         reject_class(name, node)
         check_timeout(name, timeout)
+        if max_iterations is not None:
+            if max_visits is not None and max_visits != max_iterations:
+                raise ValueError(
+                    f"node {name!r}: max_iterations is seed 004's name for max_visits; "
+                    f"give one of them, not max_visits={max_visits} and "
+                    f"max_iterations={max_iterations}"
+                )
+            max_visits = max_iterations
         if cache is not None:
             if not isinstance(cache, CachePolicy):
                 raise TypeError(
@@ -535,16 +548,14 @@ class AgentGraph(EdgeDeclarations, RunMethods):
 
     # ------------------------------------------------------------ compiling
     def validate(self) -> list[Diagnostic]:
-        """Check the graph; return its warnings.
+        """Check the graph and return every problem found, without raising (seed 004).
 
-        Raises:
-            GraphBuildError: listing every error found.
+        Each :class:`Diagnostic` has its ``severity``: an ``"error"`` (an unreachable
+        node, a dangling edge...) is what :meth:`compile` and the run methods refuse
+        with :class:`GraphBuildError`; a ``"warning"`` (a cycle with no way out...)
+        compiles. An empty list: nothing to say.
         """
-        diagnostics = validate_graph(self._blueprint)
-        errors = [d for d in diagnostics if d.severity == "error"]
-        if errors:
-            raise GraphBuildError(errors)
-        return [d for d in diagnostics if d.severity == "warning"]
+        return validate_graph(self._blueprint)
 
     def compile(self, *, checkpointer: CheckpointStore | None = None) -> CompiledGraph:
         """The validated, immutable graph (cached until the graph changes).

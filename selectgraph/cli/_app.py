@@ -113,7 +113,7 @@ def graph_command(
         fail(f"--format must be ascii or mermaid, got {format!r}")
     target = load(graph, allow)
     try:
-        text = target.graph.visualize("mermaid" if format == "mermaid" else "ascii")
+        text = target.graph.visualize("mermaid" if format == "mermaid" else "ascii", show=False)
     except SelectGraphError as error:
         fail(str(error))
     out.print(text, markup=False, highlight=False)

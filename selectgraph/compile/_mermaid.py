@@ -26,14 +26,19 @@ def _escape(text: str) -> str:
 def _links(graph: DrawnGraph, edge: Edge) -> list[tuple[str | EndType, str, str]]:
     """``(target, label, arrow)`` for each arrow ``edge`` draws."""
     if edge.kind in ("router", "llm"):
-        targets = (
-            sorted(set(edge.path_map.values()), key=str)
-            if edge.path_map is not None
-            else targets_of(graph, edge.source)
-        )
-        links: list[tuple[str | EndType, str, str]] = [
-            (target, edge.label, "-.->") for target in targets
-        ]
+        links: list[tuple[str | EndType, str, str]]
+        if edge.path_map is not None:
+            # Each arrow says which of the router's answers lead there (seed 004's
+            # ``-->|"pass"|``); a list path_map (answer == target) keeps the router's name.
+            answers: dict[str | EndType, list[str]] = {}
+            for answer, target in edge.path_map.items():
+                answers.setdefault(target, []).append(str(answer))
+            links = [
+                (target, edge.label if said == [str(target)] else ", ".join(said), "-.->")
+                for target, said in sorted(answers.items(), key=lambda item: str(item[0]))
+            ]
+        else:
+            links = [(target, edge.label, "-.->") for target in targets_of(graph, edge.source)]
         if edge.kind == "llm":
             links.extend((target, "llm fallback", "-.->") for target in edge.targets())
         return links

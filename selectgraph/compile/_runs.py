@@ -8,10 +8,13 @@ CompiledGraph is its own, an AgentGraph compiles (cached until it changes).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Coroutine, Generator, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from selectgraph.compile._ascii import render_ascii
+from selectgraph.compile._dag import export_dag
 from selectgraph.compile._execute import (
     RunProgram,
     continue_run,
@@ -26,6 +29,7 @@ from selectgraph.compile._execute import (
 from selectgraph.compile._langgraph import invoke_run, state_values
 from selectgraph.compile._mermaid import render_mermaid
 from selectgraph.compile._options import NO_RESPONSE, GraphInput, PauseSignal
+from selectgraph.compile._png import render_png
 from selectgraph.core._errors import ResumeError
 from selectgraph.core._result import GraphResult
 from selectgraph.core._serialization import StateSerializer
@@ -37,6 +41,7 @@ from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
 from selectgraph.observe._stream import StreamMode
 from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.persistence._seed_store import SeedCheckpointStore
 from selectgraph.persistence._threads import MultitaskStrategy
 from selectgraph.runtime._durable import Durability, EventLog
 from selectgraph.runtime._inspect import StateSnapshot, get_history, get_state, update_state
@@ -66,7 +71,7 @@ class RunMethods:
         *,
         observers: Sequence[Observer | Listener] = (),
         run_id: str | None = None,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
         checkpoint_id: str | None = None,
         durability: Durability = "sync",
         pause: PauseSignal | None = None,
@@ -158,7 +163,7 @@ class RunMethods:
         *,
         observers: Sequence[Observer | Listener] = (),
         run_id: str | None = None,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
         checkpoint_id: str | None = None,
         durability: Durability = "sync",
         pause: PauseSignal | None = None,
@@ -204,7 +209,7 @@ class RunMethods:
         interrupt_id: str | Mapping[str, Any],
         response: Any = NO_RESPONSE,
         *,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
         observers: Sequence[Observer | Listener] = (),
         durability: Durability = "sync",
         pause: PauseSignal | None = None,
@@ -258,7 +263,7 @@ class RunMethods:
         interrupt_id: str | Mapping[str, Any],
         response: Any = NO_RESPONSE,
         *,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
         observers: Sequence[Observer | Listener] = (),
         durability: Durability = "sync",
         pause: PauseSignal | None = None,
@@ -290,7 +295,7 @@ class RunMethods:
         self,
         run_id: str | Mapping[str, Any],
         *,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
         serializer: StateSerializer | None = None,
     ) -> StateSnapshot:
         """The run's latest checkpoint: its state, what runs next and any pending interrupts.
@@ -316,7 +321,7 @@ class RunMethods:
         self,
         run_id: str | Mapping[str, Any],
         *,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
         limit: int | None = None,
         serializer: StateSerializer | None = None,
     ) -> list[StateSnapshot]:
@@ -343,7 +348,7 @@ class RunMethods:
         run_id: str,
         values: Mapping[str, Any],
         *,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
         as_node: str | None = None,
         serializer: StateSerializer | None = None,
     ) -> str:
@@ -365,7 +370,7 @@ class RunMethods:
         self,
         thread_id: str,
         *,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
         serializer: StateSerializer | None = None,
     ) -> ThreadSnapshot:
         """The thread: its record, what it is doing, and the latest state of its run.
@@ -386,7 +391,7 @@ class RunMethods:
         thread_id: str,
         new_thread_id: str | None = None,
         *,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
     ) -> str:
         """Fork a conversation: a new thread starting from this one's latest state.
 
@@ -451,7 +456,7 @@ class RunMethods:
         *,
         observers: Sequence[Observer | Listener] = (),
         run_id: str | None = None,
-        checkpoint_store: CheckpointStore | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
         checkpoint_id: str | None = None,
         durability: Durability = "sync",
         pause: PauseSignal | None = None,
@@ -533,14 +538,53 @@ class RunMethods:
         """A Mermaid flowchart; with ``result``, the edges that fired are highlighted."""
         return render_mermaid(self._compiled_graph(), result)
 
-    def visualize(self, format: str = "ascii", result: GraphResult | None = None) -> str:
-        """A text picture of the graph: ``"ascii"`` or ``"mermaid"``."""
+    def to_dag(self, result: GraphResult | None = None) -> dict[str, Any]:
+        """The graph as JSON data: ``nodes``, ``edges`` (seed 001's DAG export).
+
+        With ``result``, each edge also says whether (``fired``) and how often
+        (``times``) the run took it, each node how often it ran (``runs``), and
+        ``run`` says how the run ended (``stop_reason``, ``quality``, ``steps``,
+        the ``path`` of nodes, ``last_node``, ``interrupted``). ``json.dumps`` it
+        as it is.
+        """
+        return export_dag(self._compiled_graph(), result)
+
+    def visualize(
+        self,
+        format: str = "ascii",
+        result: GraphResult | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        show: bool = True,
+    ) -> str:
+        """Print a picture of the graph (seed 004) and return it.
+
+        ``"ascii"`` and ``"mermaid"`` print the text and return it (``show=False``
+        only returns it). ``"png"`` draws the Mermaid diagram with Mermaid in a
+        headless Chromium, offline, to ``path`` (default ``<graph name>.png``) and
+        returns the file's path; it needs the ``png`` extra and a Chromium. With
+        ``result``, the edges the run took are highlighted.
+
+        Raises:
+            ValueError: an unknown format.
+            PngUnavailable: ``"png"`` without Playwright or a Chromium to draw with.
+        """
         graph = self._compiled_graph()
+        if format == "png":
+            target = Path(path if path is not None else f"{graph.name or 'graph'}.png")
+            drawn = str(render_png(render_mermaid(graph, result), target))
+            if show:
+                print(f"graph {graph.name!r} drawn to {drawn}")
+            return drawn
         if format == "mermaid":
-            return render_mermaid(graph, result)
-        if format == "ascii":
-            return render_ascii(graph, result)
-        raise ValueError(f"unknown format {format!r}; use 'ascii' or 'mermaid'")
+            text = render_mermaid(graph, result)
+        elif format == "ascii":
+            text = render_ascii(graph, result)
+        else:
+            raise ValueError(f"unknown format {format!r}; use 'ascii', 'mermaid' or 'png'")
+        if show:
+            print(text)
+        return text
 
 
 class RunnableGraph(RunMethods, RunProgram):

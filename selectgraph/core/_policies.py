@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Final, Literal
 
 __all__ = [
+    "MAX_STEPS_FLAG",
     "Conversation",
     "ErrorPolicy",
     "LoopAction",
@@ -57,11 +58,18 @@ class MaxStepsAction(StrEnum):
     """What happens when a run reaches ``max_steps`` without reaching END."""
 
     RETURN_LAST = "return_last"
-    """Return the state as it is; the limit counts as a normal stop."""
+    """Return the state as it is: ``stop_reason="max_steps"``, ``result.max_steps_reached``
+    set and quality "degraded" (a cut-off run never looks clean)."""
     THROW = "throw"
     """Raise MaxStepsExceeded (the partial result is on the error)."""
     RETURN_WITH_FLAG = "return_with_flag"
-    """Return the state with ``result.max_steps_reached`` set and quality "degraded"."""
+    """As RETURN_LAST, and the state itself is flagged: ``state.metadata["max_steps_reached"]``
+    is True, so a parent graph, a thread or a stored checkpoint that takes the state on
+    sees the cut too."""
+
+
+MAX_STEPS_FLAG: Final = "max_steps_reached"
+"""The ``metadata`` key RETURN_WITH_FLAG sets on the state of a run cut off by max_steps."""
 
 
 class LoopAction(StrEnum):

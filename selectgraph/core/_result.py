@@ -44,7 +44,7 @@ class GraphResult:
     loops_detected: int = 0
     """Loop events detected."""
     max_steps_reached: bool = False
-    """True when the run was cut off by ``MaxStepsAction.RETURN_WITH_FLAG``."""
+    """True when the run was cut off by ``max_steps`` (RETURN_LAST or RETURN_WITH_FLAG)."""
     total_usage: Usage = field(default_factory=Usage)
     """Model usage summed over every node (subgraphs included)."""
     history_start: int = 0

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BranchError",
     "EdgeError",
+    "GraphExecutionError",
     "GraphRunError",
     "GuardrailBlocked",
     "LoopDetected",
@@ -57,6 +58,11 @@ class GraphRunError(SelectGraphError):
         """The 1-based step at which the run failed."""
         self.result: GraphResult | None = None
         """The partial result of the run, attached by the runner."""
+
+
+GraphExecutionError = GraphRunError
+"""Seed 004's name for a run's error (what ``ErrorPolicy.ABORT`` raises): every run error
+(NodeError, RoutingError, LoopDetected...) is one."""
 
 
 class GuardrailBlocked(SelectGraphError):

@@ -6,7 +6,7 @@ from time import perf_counter
 from typing import Any
 
 from selectgraph.core._node_result import NodeResult
-from selectgraph.core._policies import MaxStepsAction, StopReason
+from selectgraph.core._policies import MAX_STEPS_FLAG, MaxStepsAction, StopReason
 from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import (
     GraphRunError,
@@ -36,10 +36,13 @@ class RunResults(RunState):
                 f"{next_node!r}); raise max_steps or add a stop condition",
                 node=str(next_node),
             )
-        # RETURN_LAST and RETURN_WITH_FLAG both return the state as it is; a run
-        # cut off before END is never reported as clean.
+        # RETURN_LAST and RETURN_WITH_FLAG both return the state; a run cut off before
+        # END is never reported as clean. RETURN_WITH_FLAG also marks the state itself,
+        # so whatever takes the state on (a parent graph, a thread) sees the cut.
         self._max_steps_reached = True
         self._degraded = True
+        if action is MaxStepsAction.RETURN_WITH_FLAG:
+            self.state.metadata[MAX_STEPS_FLAG] = True
         return self._finish("max_steps")
 
     def _build_result(self, stop_reason: StopReason, quality: Any) -> GraphResult:

@@ -305,10 +305,15 @@ class SupervisorAgent:
         return self.graph.to_mermaid(result)
 
     def visualize(
-        self, format: Literal["ascii", "mermaid"] = "ascii", result: GraphResult | None = None
+        self,
+        format: Literal["ascii", "mermaid", "png"] = "ascii",
+        result: GraphResult | None = None,
+        *,
+        path: str | None = None,
+        show: bool = True,
     ) -> str:
-        """The supervised graph as text (``"ascii"`` or ``"mermaid"``)."""
-        return self.graph.visualize(format, result)
+        """Print the supervised graph and return it (see ``AgentGraph.visualize``)."""
+        return self.graph.visualize(format, result, path=path, show=show)
 
     def __repr__(self) -> str:
         return (

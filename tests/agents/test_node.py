@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from selectgraph import (
     END,
     LAST_OUTPUT,
+    STATE_KEY_LAST_OUTPUT,
     Agent,
     AgentConfig,
     AgentGraph,
@@ -542,6 +543,27 @@ def test_output_transform_mapping_replaces_the_default_writes() -> None:
     assert result.state.last_output is None
     assert len(result.state.messages) == 1
     assert result.total_usage == usage(5, 2, 0.2)
+
+
+def test_the_seed_s_output_transform_records_the_visit_once() -> None:
+    # Seed 004's custom_output appends (current_node, result) to history itself.
+    def custom_output(result: AgentResult, state: GraphState) -> GraphState:
+        state.data["draft"] = result.content
+        state.data[STATE_KEY_LAST_OUTPUT] = result.content
+        # The seed appends its AgentResult where the engine keeps NodeResults.
+        state.history.append((state.current_node, result))  # type: ignore[arg-type]
+        state.history.append(("note", result))  # type: ignore[arg-type]  # another name: kept
+        return state
+
+    agent, _ = make("writer", ["A draft."])
+    graph = AgentGraph("g").add_node("writer", agent, output_transform=custom_output)
+    graph.add_edge("writer", END)
+
+    result = graph.run("Write")
+
+    assert [name for name, _ in result.state.history] == ["note", "writer"]
+    assert result.state["draft"] == "A draft."
+    assert len(result.node_results["writer"]) == 1
 
 
 def test_output_transform_returning_none_writes_nothing_but_keeps_the_usage() -> None:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import struct
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from selectgraph import END, AgentGraph, GraphResult, GraphState, goto
+from selectgraph.compile import _png
+from selectgraph.compile._png import PngUnavailable
 
 # --------------------------------------------------------------------------- helpers
 
@@ -77,6 +84,22 @@ def edge_lines(ascii_art: str) -> list[str]:
 # --------------------------------------------------------------------------- mermaid
 
 
+def test_mermaid_labels_a_router_s_arrows_with_its_path_map_answers() -> None:
+    # Seed 004's picture: writer -->|"pass"| reviewer, writer -->|"fail"| END.
+    graph = AgentGraph("pipeline")
+    graph.add_node("writer", noop)
+    graph.add_node("reviewer", noop, next_node=END)
+    graph.add_conditional_edge(
+        "writer", route, {"pass": "reviewer", "fail": END, "again": "reviewer"}
+    )
+
+    assert links(graph.to_mermaid())[1:] == [
+        "reviewer --> END",
+        'writer -.->|"fail"| END',
+        'writer -.->|"pass, again"| reviewer',
+    ]
+
+
 def test_mermaid_is_a_flowchart_starting_at_the_entry() -> None:
     lines = support_graph().to_mermaid().splitlines()
 
@@ -106,8 +129,8 @@ def test_mermaid_draws_every_edge_with_its_label() -> None:
         "fix --> END",
         "classify -->|\"topic == 'billing'\"| billing",
         "classify --> general",
-        'general -.->|"route"| END',
-        'general -.->|"route"| fix',
+        'general -.->|"stop"| END',  # the path_map answer that leads there
+        'general -.->|"route"| fix',  # answer and target alike: the router's name
         'billing -->|"on failure"| fix',
     ]
 
@@ -319,8 +342,61 @@ def test_compiled_graph_draws_the_same_as_its_builder() -> None:
 def test_visualize_rejects_an_unknown_format() -> None:
     graph: Any = support_graph()
 
-    with pytest.raises(ValueError, match=r"unknown format 'svg'; use 'ascii' or 'mermaid'"):
+    with pytest.raises(ValueError, match=r"unknown format 'svg'; use 'ascii', 'mermaid' or 'png'"):
         graph.visualize("svg")
+
+
+def test_visualize_prints_the_picture_as_seed_004_shows_and_returns_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    graph = support_graph()
+
+    text = graph.visualize("ascii")
+
+    assert capsys.readouterr().out == text + "\n"
+    assert text.startswith("Graph: support\n")
+    assert graph.visualize("mermaid", show=False) == graph.to_mermaid()
+    assert capsys.readouterr().out == ""
+
+
+def test_visualize_png_without_playwright_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "playwright.sync_api", None)  # an import that fails
+
+    with pytest.raises(PngUnavailable, match=r'pip install "selectgraph\[png\]"'):
+        support_graph().visualize("png", path=tmp_path / "g.png")
+    assert not (tmp_path / "g.png").exists()
+
+
+def test_visualize_png_without_a_chromium_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("playwright.sync_api")
+    monkeypatch.setattr(_png, "_chromium", lambda: str(tmp_path / "no-chromium"))
+
+    with pytest.raises(PngUnavailable, match="no Chromium to draw the PNG with"):
+        support_graph().visualize("png", path=tmp_path / "g.png")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    _png._chromium() is None and not os.environ.get("CI"), reason="no Chromium on this machine"
+)
+def test_visualize_png_draws_the_graph_with_mermaid_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "support.png"
+
+    drawn = support_graph().visualize("png", path=target)
+
+    assert drawn == str(target)
+    assert f"drawn to {target}" in capsys.readouterr().out
+    body = target.read_bytes()
+    assert body.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = struct.unpack(">II", body[16:24])
+    assert width > 200
+    assert height > 300
 
 
 # ----------------------------------------------------------------------------- ascii
@@ -428,3 +504,40 @@ def test_ascii_shows_the_label_of_a_static_edge() -> None:
     graph.set_entry("a")
 
     assert "hand off" in graph.visualize("ascii")
+
+
+# ----------------------------------------------------------------------- DAG export
+
+
+def test_the_dag_export_is_the_graph_s_shape_as_json_data() -> None:
+    dag = support_graph().to_dag()
+
+    assert json.loads(json.dumps(dag)) == dag
+    assert (dag["graph"], dag["entry"]) == ("support", "classify")
+    assert [node["name"] for node in dag["nodes"]] == ["classify", "billing", "general", "fix"]
+    assert {(e["source"], e["target"], e["kind"], e["on"]) for e in dag["edges"]} == {
+        ("billing", "END", "static", "success"),
+        ("fix", "END", "static", "success"),
+        ("classify", "billing", "condition", "success"),
+        ("classify", "general", "static", "success"),
+        ("general", "END", "router", "success"),
+        ("general", "fix", "router", "success"),
+        ("billing", "fix", "static", "failure"),
+    }
+    assert "run" not in dag
+    assert all("fired" not in edge for edge in dag["edges"])
+
+
+def test_the_dag_export_of_a_run_says_which_edges_fired_and_how_it_ended() -> None:
+    graph = support_graph()
+    result = graph.run({"topic": "other"})  # classify -> general -(route)-> fix -> END
+
+    dag = graph.to_dag(result)
+
+    fired = {(e["source"], e["target"], e["times"]) for e in dag["edges"] if e["fired"]}
+    assert fired == {("classify", "general", 1), ("general", "fix", 1), ("fix", "END", 1)}
+    assert {n["name"]: n["runs"] for n in dag["nodes"]}["billing"] == 0
+    assert dag["run"]["stop_reason"] == result.stop_reason
+    assert dag["run"]["path"] == [name for name, *_ in result.state.history]
+    assert dag["run"]["last_node"] == dag["run"]["path"][-1]
+    assert dag["run"]["interrupted"] is False

@@ -231,11 +231,22 @@ def test_the_default_max_steps_of_50_is_reported_too() -> None:
     assert result.trace[-1].quality == "degraded"  # type: ignore[attr-defined]
 
 
-def test_max_steps_return_with_flag_marks_the_result() -> None:
+def test_max_steps_return_with_flag_also_flags_the_state_itself() -> None:
     result = _loop(max_steps=5, on_max_steps=MaxStepsAction.RETURN_WITH_FLAG).run()
 
     assert result.max_steps_reached is True
     assert result.quality == "degraded"
+    assert result.state.metadata == {"max_steps_reached": True}
+    # RETURN_LAST reports the cut on the result only: the state is as the nodes left it.
+    assert _loop(max_steps=5).run().state.metadata == {}
+
+
+def test_a_flagged_state_reaches_the_parent_graph() -> None:
+    inner = _loop(max_steps=3, on_max_steps=MaxStepsAction.RETURN_WITH_FLAG)
+    outer = AgentGraph("outer")
+    outer.add_node("inner", inner, next_node=END)
+
+    assert outer.run({}).state.metadata.get("max_steps_reached") is True
 
 
 def test_max_steps_throw_raises_with_the_partial_result() -> None:
