@@ -23,7 +23,7 @@ from tenacity import (
 )
 
 from selectgraph.core._policies import RetryPolicy
-from selectgraph.core._run_errors import GraphRunError, NodeTimeout
+from selectgraph.core._run_errors import GraphRunError, NodeError, NodeTimeout
 
 __all__ = ["clear_retry_frames", "is_retryable", "retry_after_failure"]
 
@@ -37,11 +37,29 @@ def is_retryable(retry: RetryPolicy, exc: BaseException) -> bool:
     """Whether ``exc`` is worth another attempt under ``retry``.
 
     Engine errors never are, except a node's own timeout, which is a failure of
-    the node like any other.
+    the node like any other, and a graph run inside the node (a subgraph, a graph
+    as a node, a fan-out instance that is one) that failed because one of its
+    nodes failed: that is the node's failure too, retried when what failed deep
+    inside is an exception the policy retries.
     """
-    return isinstance(exc, retry.retry_on) and (
-        not isinstance(exc, GraphRunError) or isinstance(exc, NodeTimeout)
-    )
+    if not isinstance(exc, GraphRunError) or isinstance(exc, NodeTimeout):
+        return isinstance(exc, retry.retry_on)
+    if not isinstance(exc, NodeError):
+        return False  # routing, reducers, limits: the same input fails the same way
+    root = _node_failure(exc)
+    return root is not None and isinstance(root, retry.retry_on)
+
+
+def _node_failure(error: NodeError) -> BaseException | None:
+    """What a node raised, under the NodeErrors of the graphs around it (or None)."""
+    cause: BaseException | None = error.__cause__
+    for _ in range(64):  # nested graphs, each adding one NodeError
+        if isinstance(cause, NodeTimeout) or not isinstance(cause, GraphRunError):
+            return cause
+        if not isinstance(cause, NodeError):
+            return None  # an engine error inside the child
+        cause = cause.__cause__
+    return None
 
 
 async def retry_after_failure(
