@@ -76,6 +76,10 @@ def drive(coroutine: Coroutine[Any, Any, T]) -> T:
     )  # pragma: no cover - synchronous adapters complete without suspending
 
 
+class _NotStarted(Exception):
+    """A branch of a ``fail_all`` fan-out that did not start: a sibling had failed."""
+
+
 def _drive_call(call: Callable[[BranchTask], Coroutine[Any, Any, T]], task: BranchTask) -> T:
     return drive(call(task))
 
@@ -124,10 +128,18 @@ async def run_concurrently(
     """
     if limit is not None and limit < len(tasks):
         gate = asyncio.Semaphore(limit)
+        failed = False
 
         async def gated(task: BranchTask) -> T:
+            nonlocal failed
             async with gate:
-                return await call(task)
+                if failed:  # fail_all: nothing starts after a branch failed
+                    raise asyncio.CancelledError
+                try:
+                    return await call(task)
+                except Exception:
+                    failed = failure_mode == "fail_all"
+                    raise
 
         runner: Callable[[BranchTask], Coroutine[Any, Any, T]] = gated
     else:
@@ -186,9 +198,19 @@ def run_on_threads(
     ) as pool:
         # Each coroutine is made on its thread: one that never starts is never made.
         # Each thread runs in a copy of the run's context (its budget and cancellation).
-        futures = [
-            pool.submit(contextvars.copy_context().run, _drive_call, call, task) for task in tasks
-        ]
+        failed = threading.Event() if failure_mode == "fail_all" else None
+
+        def start(task: BranchTask) -> T:
+            if failed is not None and failed.is_set():
+                raise _NotStarted  # fail_all: nothing starts after a branch failed
+            try:
+                return _drive_call(call, task)
+            except Exception:
+                if failed is not None:
+                    failed.set()
+                raise
+
+        futures = [pool.submit(contextvars.copy_context().run, start, task) for task in tasks]
         mode = (
             concurrent.futures.FIRST_EXCEPTION
             if failure_mode == "fail_all"
@@ -205,5 +227,8 @@ def run_on_threads(
             outcomes.append(CANCELLED)
             continue
         error = future.exception()
+        if isinstance(error, _NotStarted):
+            outcomes.append(CANCELLED)
+            continue
         outcomes.append(error if error is not None else future.result())
     return outcomes
