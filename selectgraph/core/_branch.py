@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["BranchRef"]
+__all__ = ["BranchRef", "branch_from_json", "branch_to_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +41,36 @@ class BranchRef:
     def task_id(self) -> str:
         """A stable identifier of the branch within its run (same after a restart)."""
         return "/".join(f"{ref.source}:{ref.index}" for ref in self.chain)
+
+
+def branch_to_json(ref: BranchRef) -> dict[str, Any]:
+    """``ref`` as JSON data (its label and task id included, for readers)."""
+    return {
+        "source": ref.source,
+        "index": ref.index,
+        "name": ref.name,
+        "label": ref.label,
+        "task_id": ref.task_id,
+        "parent": branch_to_json(ref.parent) if ref.parent is not None else None,
+    }
+
+
+def branch_from_json(raw: Any) -> BranchRef | None:
+    """The BranchRef :func:`branch_to_json` wrote (``None`` for None).
+
+    Raises:
+        ValueError: ``raw`` is not such an object.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"a branch must be an object, got {type(raw).__name__}")
+    try:
+        return BranchRef(
+            source=str(raw["source"]),
+            index=int(raw["index"]),
+            name=None if raw.get("name") is None else str(raw["name"]),
+            parent=branch_from_json(raw.get("parent")),
+        )
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"a branch needs a source and an integer index: {exc}") from None

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from selectgraph.core._answers import ResponseSchema, json_schema_of
+from selectgraph.core._branch import BranchRef
 
 __all__ = [
     "Interrupt",
@@ -66,6 +67,10 @@ class Interrupt:
     response_model: type[BaseModel] | None = field(default=None, compare=False, repr=False)
     """The Pydantic model class the node asked with, in a process where the node yielded
     it; None for a question read back from a checkpoint (its ``response_schema`` stays)."""
+    branch: BranchRef | None = None
+    """The fan-out branch that asked (``branch.label``, ``branch.index`` and the branches
+    around it), so a reviewer knows which of the items the question is about; None
+    outside fan-outs."""
 
     @property
     def run_id(self) -> str:

@@ -25,6 +25,7 @@ from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from typing import Any, Protocol
 
 from selectgraph.core._answers import answer_for_node, json_schema_of, model_of
+from selectgraph.core._branch import BranchRef
 from selectgraph.core._callables import (
     callable_name,
     is_generator_callable,
@@ -112,9 +113,11 @@ class GeneratorAdapter:
             index = 0
             sending = None
         if self.is_async:
-            raw = await self._drive_async(generator, sending, index, task, host, state)
+            raw = await self._drive_async(
+                generator, sending, index, task, host, state, context.branch
+            )
         else:
-            raw = self._drive_sync(generator, sending, index, task, host, state)
+            raw = self._drive_sync(generator, sending, index, task, host, state, context.branch)
         host.task_done(task)
         return _output(raw, state, context.node)
 
@@ -126,13 +129,14 @@ class GeneratorAdapter:
         task: str,
         host: InterruptHost,
         view: StateView,
+        branch: BranchRef | None,
     ) -> Any:
         while True:
             try:
                 request = generator.send(sending)
             except StopIteration as stop:
                 return stop.value
-            sending = self._answer(generator, request, index, task, host, view)
+            sending = self._answer(generator, request, index, task, host, view, branch)
             index += 1
 
     async def _drive_async(
@@ -143,6 +147,7 @@ class GeneratorAdapter:
         task: str,
         host: InterruptHost,
         view: StateView,
+        branch: BranchRef | None,
     ) -> Any:
         if index == 0:
             # An event loop finalises the async generators first run in it when it
@@ -158,14 +163,14 @@ class GeneratorAdapter:
                 request = await first
             except StopAsyncIteration:
                 return None
-            sending = self._answer(generator, request, index, task, host, view)
+            sending = self._answer(generator, request, index, task, host, view, branch)
             index += 1
         while True:
             try:
                 request = await generator.asend(sending)
             except StopAsyncIteration:
                 return None
-            sending = self._answer(generator, request, index, task, host, view)
+            sending = self._answer(generator, request, index, task, host, view, branch)
             index += 1
 
     def _answer(
@@ -176,6 +181,7 @@ class GeneratorAdapter:
         task: str,
         host: InterruptHost,
         view: StateView,
+        branch: BranchRef | None,
     ) -> Any:
         """The recorded answer to the ``index``-th yield; NodeInterrupt when there is none."""
         if not isinstance(request, InterruptRequest):
@@ -203,6 +209,7 @@ class GeneratorAdapter:
             index=index,
             response_schema=json_schema_of(schema),
             response_model=model_of(schema),
+            branch=branch,
         )
         host.keep_live(task, generator, view, interrupt)
         raise NodeInterrupt(interrupt)

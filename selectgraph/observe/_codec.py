@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from selectgraph.core._branch import BranchRef
+from selectgraph.core._branch import BranchRef, branch_from_json, branch_to_json
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.observe import _events
 
@@ -77,27 +77,14 @@ def json_value(value: Any, depth: int = 0) -> Any:
 
 
 def _branch(ref: BranchRef) -> dict[str, Any]:
-    return {
-        "source": ref.source,
-        "index": ref.index,
-        "name": ref.name,
-        "label": ref.label,
-        "task_id": ref.task_id,
-        "parent": _branch(ref.parent) if ref.parent is not None else None,
-    }
+    return branch_to_json(ref)
 
 
 def _branch_from(raw: Any) -> BranchRef | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"an event's branch must be an object, got {type(raw).__name__}")
-    return BranchRef(
-        source=str(raw["source"]),
-        index=int(raw["index"]),
-        name=None if raw.get("name") is None else str(raw["name"]),
-        parent=_branch_from(raw.get("parent")),
-    )
+    try:
+        return branch_from_json(raw)
+    except ValueError as exc:
+        raise ValueError(f"an event's {exc}") from None
 
 
 _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}

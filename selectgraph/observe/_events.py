@@ -293,6 +293,10 @@ class InterruptRaised(GraphEvent):
     """What to pass to ``resume()``; unique within the run, branches included."""
     prompt: str = ""
     """The question the node asked."""
+    branch_label: str | None = None
+    """The fan-out branch that asked (``member`` or ``node[i]``), None outside fan-outs."""
+    fan_out_index: int | None = None
+    """That branch's index in its fan-out (its item's position), None outside fan-outs."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

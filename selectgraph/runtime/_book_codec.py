@@ -13,6 +13,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from selectgraph.core._branch import branch_from_json, branch_to_json
 from selectgraph.core._errors import StateDecodeError
 from selectgraph.core._interrupts import Interrupt
 from selectgraph.core._serialization import StateSerializer
@@ -92,6 +93,8 @@ def encode_book(
             # JSON data already, stored as it is (a copy: the Interrupt's is the caller's
             # to change), so any process checks answers against it.
             record["response_schema"] = copy.deepcopy(item.response_schema)
+        if item.branch is not None:
+            record["branch"] = branch_to_json(item.branch)
     for interrupt_id, answer in book.answers.items():
         if interrupt_id not in records:
             records[interrupt_id] = {
@@ -133,6 +136,10 @@ def decode_interrupt_records(
             schema = record.get("response_schema")
             if schema is not None and type(schema) is not dict:
                 raise StateDecodeError(f"{at}.response_schema", "expected a JSON schema object")
+            try:
+                branch = branch_from_json(record.get("branch"))
+            except ValueError as exc:
+                raise StateDecodeError(f"{at}.branch", str(exc)) from None
             pending[interrupt_id] = Interrupt(
                 id=interrupt_id,
                 node=str(record.get("node", "")),
@@ -140,6 +147,7 @@ def decode_interrupt_records(
                 payload=serializer.decode(record.get("payload"), f"{at}.payload"),
                 index=int(record.get("index", 0)),
                 response_schema=copy.deepcopy(schema),
+                branch=branch,
             )
     return pending, answers
 

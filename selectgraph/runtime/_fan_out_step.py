@@ -13,7 +13,7 @@ from time import perf_counter
 from typing import Any, Protocol
 
 from selectgraph.core._branch import BranchRef
-from selectgraph.core._errors import CheckpointConflict
+from selectgraph.core._errors import CheckpointConflict, ResumeError
 from selectgraph.core._interrupts import NodeInterrupt
 from selectgraph.core._run_errors import (
     BranchError,
@@ -95,6 +95,19 @@ class FanOuts(QuickBranches, Interrupts):
         plan = plan_fanout(
             self.graph, source, branches.targets, branches.options, self.branch, branches.how
         )
+        expected = self.expected_fan_out
+        if expected is not None:
+            self.expected_fan_out = None
+            paused_with = expected[1]
+            if expected[0] == source and paused_with != len(plan.tasks):
+                raise ResumeError(
+                    f"run {self.run_id!r} paused inside the fan-out after {source!r} over "
+                    f"{paused_with} branches, but resumed it routes to {len(plan.tasks)}: what "
+                    "it fans out over changed since the pause, and its finished branches would "
+                    "no longer match. Give the state it paused with back, or fork from a "
+                    "checkpoint before the fan-out",
+                    run_id=self.run_id,
+                )
         outcome = await self._fan_out(plan)
         self.steps = self._branch_steps  # the join point runs after the deepest branch
         if outcome is None:

@@ -107,12 +107,23 @@ class Interrupts(RunResults):
         next_ = self._unfinished(name, branches is not None, interrupt.id)
         self._resume_branches = branches
         for item in pending:
-            self.recorder.record(InterruptRaised, self.steps, item.node, item.id, item.prompt)
+            where = item.branch
+            self.recorder.record(
+                InterruptRaised,
+                self.steps,
+                item.node,
+                item.id,
+                item.prompt,
+                where.label if where is not None else None,
+                where.index if where is not None else None,
+            )
         self._interrupts = pending
         self._resume_next = next_
         durable = self.durable
         if durable is not None:
             records, extra, writes = self.interrupt_records(durable.serializer, pending)
+            if branches is not None:  # checked when a restarted run rebuilds the fan-out
+                extra["fan_out"] = {"source": name, "branches": len(branches.targets)}
             checkpoint = await durable.write(
                 self, "interrupt", next_, interrupts=records, extra=extra, pending_writes=writes
             )

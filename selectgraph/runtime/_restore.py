@@ -264,6 +264,9 @@ def restored_run(
         # questions still open there are asked again when the fork reaches them.
         answers = {in_run(key, run_id): value for key, value in answers.items()}
         pending = {}
+    fan_out = metadata.get("fan_out")
+    if type(fan_out) is dict and type(fan_out.get("branches")) is int:
+        run.expected_fan_out = (str(fan_out.get("source")), fan_out["branches"])
     memo = metadata.get("memo")
     children = metadata.get("children")
     if pending or answers or memo or children or checkpoint.pending_writes:

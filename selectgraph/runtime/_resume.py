@@ -463,6 +463,9 @@ async def _record_answers(run: Run, answers: Mapping[str, Any], next_: list[Any]
         # Encoding is inside: an answer that is not JSON data changes nothing either.
         pending = tuple(book.pending.values())
         records, extra, writes = run.interrupt_records(durable.serializer, pending)
+        if run.expected_fan_out is not None:  # still to be checked when the fan-out is rebuilt
+            source, size = run.expected_fan_out
+            extra["fan_out"] = {"source": source, "branches": size}
         await durable.write(
             run, "answer", next_, interrupts=records, extra=extra, pending_writes=writes
         )

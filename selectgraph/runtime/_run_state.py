@@ -194,6 +194,9 @@ class RunState:
 
     _fan_out_source = ""
 
+    expected_fan_out: tuple[str, int] | None = None
+    """A run resumed inside a fan-out: its source and how many branches it paused with."""
+
     # ------------------------------------------------- durability and interrupts
     _interrupts: tuple[Interrupt, ...] = ()
 

@@ -283,3 +283,17 @@ def test_a_reader_sees_each_event_once_in_order() -> None:
     handle = RunHandle(executor, "r", "g")
     assert [e.node for e in handle.events(follow=False)] == ["a", "b", "c", "d"]  # type: ignore[attr-defined]
     assert [e.node for e in handle.events(follow=False, start=2)] == ["c", "d"]  # type: ignore[attr-defined]
+
+
+def test_a_question_record_carries_the_fan_out_branch_that_asked() -> None:
+    from selectgraph import BranchRef, Interrupt, StateSerializer
+    from selectgraph.executors.dbos._records import decode_interrupt, encode_interrupt
+
+    inner = BranchRef(source="plan", index=2, parent=BranchRef(source="outer", index=0, name="a"))
+    question = Interrupt(id="r|t|0", node="work", prompt="Keep?", branch=inner)
+    serializer = StateSerializer()
+
+    record = encode_interrupt(question, serializer)
+
+    assert record["branch"]["label"] == "plan[2]"
+    assert decode_interrupt(record, serializer) == question

@@ -89,3 +89,141 @@ def test_continue_others_still_runs_every_branch() -> None:
     assert result.quality == "degraded"
     assert started == ["a", "b", "c"]
     assert (result.state.data["a"], result.state.data["c"]) == (True, True)
+
+
+def test_a_paused_fan_out_resumes_over_the_items_it_paused_with() -> None:
+    # The fan-out's plan is stored with the pause: a list that changed since cannot
+    # silently change which instances run (OpenArmature's changed-item-count case).
+    from collections.abc import Generator
+    from typing import Annotated
+
+    from pydantic import BaseModel
+
+    from selectgraph import InMemoryCheckpointStore, InterruptRequest, append
+
+    class Items(BaseModel):
+        out: Annotated[list[str], append] = []
+
+    items = ["a", "b", "c"]
+
+    def work(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+        if state["item"] == "b":
+            yield InterruptRequest("ok?")
+        return {"out": [state["item"]]}
+
+    graph = AgentGraph("g", state_schema=Items)
+    graph.add_node("plan", lambda state: {})
+    graph.add_node("work", work)
+    graph.add_node("done", lambda state: {}, next_node=END)
+    graph.add_edge("work", "done")
+    graph.add_conditional_edge("plan", lambda state: [Scatter("work", {"item": i}) for i in items])
+    store = InMemoryCheckpointStore()
+    paused = graph.run({}, checkpoint_store=store)
+    assert paused.interrupt_id is not None
+    items[:] = ["a", "b", "c", "d", "e"]
+
+    done = graph.resume(paused.interrupt_id, "yes", checkpoint_store=store)
+
+    assert done.state.data["out"] == ["a", "b", "c"]
+
+
+def _asking_fan_out() -> AgentGraph:
+    from collections.abc import Generator
+    from typing import Annotated
+
+    from pydantic import BaseModel
+
+    from selectgraph import InterruptRequest, append
+
+    class Items(BaseModel):
+        out: Annotated[list[str], append] = []
+
+    def work(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+        if state["item"] == "b":
+            yield InterruptRequest("Keep b?", {"item": "b"})
+        return {"out": [state["item"]]}
+
+    graph = AgentGraph("g", state_schema=Items)
+    graph.add_node("plan", lambda state: {})
+    graph.add_node("work", work)
+    graph.add_node("done", lambda state: {}, next_node=END)
+    graph.add_edge("work", "done")
+    graph.add_conditional_edge(
+        "plan", lambda state: [Scatter("work", {"item": i}) for i in ("a", "b", "c")]
+    )
+    return graph
+
+
+def test_an_interrupt_in_a_fan_out_says_which_instance_asked() -> None:
+    from selectgraph import BranchRef, InMemoryCheckpointStore
+    from selectgraph.observe import InterruptRaised
+
+    graph = _asking_fan_out()
+    store = InMemoryCheckpointStore()
+
+    paused = graph.run({}, checkpoint_store=store)
+
+    [question] = paused.interrupts
+    assert question.branch == BranchRef(source="plan", index=1)
+    assert (question.branch.label, question.payload) == ("plan[1]", {"item": "b"})
+    raised = [e for e in paused.trace if isinstance(e, InterruptRaised)]
+    assert [(e.branch_label, e.fan_out_index) for e in raised] == [("plan[1]", 1)]
+    # Stored with the question: another process reading the checkpoint sees it too.
+    stored = graph.get_state(run_id=paused.run_id, checkpoint_store=store)
+    assert [i.branch for i in stored.interrupts] == [question.branch]
+
+
+def test_a_question_outside_a_fan_out_has_no_branch() -> None:
+    from collections.abc import Generator
+
+    from selectgraph import InMemoryCheckpointStore, InterruptRequest
+
+    def ask(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+        yield InterruptRequest("ok?")
+        return {}
+
+    graph = AgentGraph("g")
+    graph.add_node("ask", ask, next_node=END)
+    paused = graph.run({}, checkpoint_store=InMemoryCheckpointStore())
+
+    assert paused.interrupts[0].branch is None
+
+
+def test_a_fan_out_rebuilt_after_a_restart_over_other_items_is_refused_naming_the_counts() -> None:
+    from collections.abc import Generator
+    from typing import Annotated
+
+    from pydantic import BaseModel
+
+    from selectgraph import InMemoryCheckpointStore, InterruptRequest, ResumeError, append
+    from selectgraph.runtime import _book
+
+    class Items(BaseModel):
+        out: Annotated[list[str], append] = []
+
+    items = ["a", "b", "c"]
+
+    def work(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+        if state["item"] == "b":
+            yield InterruptRequest("ok?")
+        return {"out": [state["item"]]}
+
+    graph = AgentGraph("g", state_schema=Items)
+    graph.add_node("plan", lambda state: {})
+    graph.add_node("work", work)
+    graph.add_node("done", lambda state: {}, next_node=END)
+    graph.add_edge("work", "done")
+    graph.add_conditional_edge("plan", lambda state: [Scatter("work", {"item": i}) for i in items])
+    store = InMemoryCheckpointStore()
+    paused = graph.run({}, checkpoint_store=store)
+    assert paused.interrupt_id is not None
+    _book._paused.clear()  # as after a restart: the fan-out is routed again
+    items[:] = ["a", "b", "c", "d", "e"]
+
+    with pytest.raises(ResumeError, match="over 3 branches, but resumed it routes to 5"):
+        graph.resume(paused.interrupt_id, "yes", checkpoint_store=store)
+    with pytest.raises(ResumeError, match="over 3 branches"):  # the answer was kept
+        graph.run(None, run_id=paused.run_id, checkpoint_store=store)
+    items[:] = ["a", "b", "c"]
+    done = graph.run(None, run_id=paused.run_id, checkpoint_store=store)
+    assert done.state.data["out"] == ["a", "b", "c"]

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from selectgraph.core._branch import branch_from_json, branch_to_json
 from selectgraph.core._control import BudgetStop
 from selectgraph.core._interrupts import Interrupt
 from selectgraph.core._result import GraphResult
@@ -154,6 +155,8 @@ def encode_interrupt(item: Interrupt, serializer: StateSerializer) -> dict[str, 
     }
     if item.response_schema is not None:  # what an answer must fit travels with the question
         record["response_schema"] = copy.deepcopy(item.response_schema)
+    if item.branch is not None:
+        record["branch"] = branch_to_json(item.branch)
     return record
 
 
@@ -168,6 +171,7 @@ def decode_interrupt(record: Mapping[str, Any], serializer: StateSerializer) -> 
         payload=serializer.decode(record.get("payload"), f"interrupts[{interrupt_id!r}].payload"),
         index=int(record.get("index", 0)),
         response_schema=copy.deepcopy(schema) if type(schema) is dict else None,
+        branch=branch_from_json(record.get("branch")),
     )
 
 
