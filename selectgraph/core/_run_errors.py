@@ -183,7 +183,12 @@ class NodeTimeout(NodeError):
 
 
 class BranchError(NodeError):
-    """A branch of a fan-out failed; ``branch`` names it and ``__cause__`` is its error."""
+    """A branch of a fan-out failed; ``branch`` names it and ``__cause__`` is its error.
+
+    Its ``category`` is the one of what failed in the branch (``node_exception``,
+    ``node_timeout``, ``reducer_error``...); ``branch_failed`` only when it was
+    raised without a cause.
+    """
 
     category = "branch_failed"
 

@@ -461,6 +461,9 @@ class FanOuts(QuickBranches, Interrupts):
             state=self.state,
         )
         error.__cause__ = exc
+        # The category of what went wrong in the branch (a timeout, a reducer conflict...),
+        # the branch named on the error: not a generic "branch_failed".
+        error.category = exc.category if isinstance(exc, GraphRunError) else "node_exception"
         return error
 
     def _branch_failure_record(

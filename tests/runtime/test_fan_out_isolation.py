@@ -227,3 +227,33 @@ def test_a_fan_out_rebuilt_after_a_restart_over_other_items_is_refused_naming_th
     items[:] = ["a", "b", "c"]
     done = graph.run(None, run_id=paused.run_id, checkpoint_store=store)
     assert done.state.data["out"] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("failure", "category"),
+    [("raise", "node_exception"), ("timeout", "node_timeout")],
+)
+def test_a_fail_fast_branch_error_has_the_category_of_its_cause(
+    failure: str, category: str
+) -> None:
+    never = asyncio.Event()
+
+    async def work(state: Any) -> dict[str, Any]:
+        if state["i"] == 1:
+            if failure == "raise":
+                raise RuntimeError("boom")
+            await never.wait()  # past the node's timeout
+        return {}
+
+    graph = AgentGraph("g")
+    graph.add_node("plan", lambda state: {})
+    graph.add_node("work", work, timeout=0.05)
+    graph.add_node("done", lambda state: {}, next_node=END)
+    graph.add_edge("work", "done")
+    graph.add_conditional_edge("plan", lambda state: [Scatter("work", {"i": i}) for i in range(3)])
+
+    with pytest.raises(BranchError) as caught:
+        graph.run({})
+
+    assert caught.value.category == category
+    assert caught.value.branch == "plan[1]"
