@@ -596,9 +596,22 @@ def test_async_router_that_raises_becomes_edge_error_with_its_cause() -> None:
     assert isinstance(info.value.__cause__, LookupError)
 
 
-def test_router_sees_a_read_only_state() -> None:
+def test_a_router_s_write_is_merged_before_the_next_node_runs() -> None:
     def meddler(state: GraphState) -> str:
-        state.data["x"] = 99
+        state.data["x"] = 99  # seed 004's routers write their state
+        return "left"
+
+    graph, recorder = with_router(meddler, ["left"])
+
+    result = graph.run()
+
+    assert result.state.data["x"] == 99
+    assert recorder.ran == ["start", "left"]
+
+
+def test_a_router_that_deletes_a_key_fails_with_the_state_untouched() -> None:
+    def meddler(state: GraphState) -> str:
+        del state.data["x"]
         return "left"
 
     graph, _ = with_router(meddler, ["left"])
