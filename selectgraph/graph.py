@@ -18,6 +18,7 @@ from selectgraph.core._policies import (
 )
 from selectgraph.core._result import GraphResult
 from selectgraph.core._state import LAST_OUTPUT, STATE_KEY_LAST_OUTPUT, GraphState
+from selectgraph.nodes._middleware import Middleware, NodeCall
 from selectgraph.nodes._spec import NodeAdapter, NodeContext, NodeSpec
 from selectgraph.routing._directives import Command, Directive, goto, update
 from selectgraph.routing._parallel import FailureMode, MergePolicy, ParallelGroup, Scatter
@@ -63,7 +64,9 @@ __all__ = [
     "MaxStepsAction",
     "MergePolicy",
     "MessagesState",
+    "Middleware",
     "NodeAdapter",
+    "NodeCall",
     "NodeContext",
     "NodeResult",
     "NodeSpec",

@@ -37,6 +37,7 @@ from selectgraph.core._policies import (
 from selectgraph.core._sentinels import END, UNSET, EndType, Unset
 from selectgraph.nodes._cache import check_cacheable
 from selectgraph.nodes._function import make_adapter, reject_class
+from selectgraph.nodes._middleware import Middleware, check_middleware
 from selectgraph.nodes._spec import NodeAdapter
 from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
@@ -128,6 +129,9 @@ class AgentGraph(EdgeDeclarations, RunMethods):
             stored at version ``n`` into version ``n + 1``'s. A run continued from an
             older checkpoint goes through the chain before its state is checked
             against the schema (see docs/persistence.md).
+        middleware: Functions ``(call, proceed) -> output`` wrapped around every
+            node's calls, outermost first: time, log, cache, retry or short-circuit
+            a node (see ``NodeCall`` and docs/concepts.md).
     """
 
     END: ClassVar[EndType] = END
@@ -167,6 +171,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         fast_route_fn: Callable[[Any], Any] | None = None,
         state_version: int = 1,
         state_migrations: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+        middleware: Sequence[Middleware] | None = None,
     ) -> None:
         """Create an empty graph; its arguments are described on the class."""
         check_options("AgentGraph", max_concurrency=max_concurrency)
@@ -205,6 +210,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
             observers=tuple(observers),
             node_cache=cache,
             strict_entry=strict_entry,
+            middleware=check_middleware("AgentGraph", middleware),
         )
         """Everything declared so far: what compile() reads."""
         self._compiled: CompiledGraph | None = None
@@ -285,6 +291,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         metadata: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         cache: CachePolicy | None = None,
+        middleware: Sequence[Middleware] | None = None,
         **options: Any,
     ) -> Self:
         """Add a node: an Agent, a graph, or a function ``(state) -> update``.
@@ -308,6 +315,8 @@ class AgentGraph(EdgeDeclarations, RunMethods):
                 which goes through its error policy (retries included).
             cache: Reuse the node's output for an input it has already run on,
                 within a run and across runs (kept in the graph's ``node_cache``).
+            middleware: Functions ``(call, proceed) -> output`` wrapped around this
+                node's calls, inside the graph's own middleware (see ``NodeCall``).
             **options: Node-kind options (e.g. ``context_mode`` for agents).
 
         Returns:
@@ -318,14 +327,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         """
         reject_class(name, node)
         check_timeout(name, timeout)
-        if max_iterations is not None:
-            if max_visits is not None and max_visits != max_iterations:
-                raise ValueError(
-                    f"node {name!r}: max_iterations is seed 004's name for max_visits; "
-                    f"give one of them, not max_visits={max_visits} and "
-                    f"max_iterations={max_iterations}"
-                )
-            max_visits = max_iterations
+        max_visits = _visits(name, max_visits, max_iterations)
         if cache is not None:
             if not isinstance(cache, CachePolicy):
                 raise TypeError(
@@ -362,6 +364,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
                 metadata=dict(metadata or {}),
                 timeout=timeout,
                 cache=cache,
+                middleware=check_middleware(f"node {name!r}", middleware),
             ),
             next_node,
         )
@@ -603,3 +606,19 @@ def read_specs_with(reader: SpecReader) -> None:
     """
     global _spec_reader
     _spec_reader = reader
+
+
+def _visits(name: str, max_visits: int | None, max_iterations: int | None) -> int | None:
+    """``max_visits``, or seed 004's ``max_iterations`` for it.
+
+    Raises:
+        ValueError: both are given, differently.
+    """
+    if max_iterations is None:
+        return max_visits
+    if max_visits is not None and max_visits != max_iterations:
+        raise ValueError(
+            f"node {name!r}: max_iterations is seed 004's name for max_visits; give one of "
+            f"them, not max_visits={max_visits} and max_iterations={max_iterations}"
+        )
+    return max_iterations

@@ -25,6 +25,7 @@ from selectgraph.core._sentinels import END, EndType
 from selectgraph.core._serialization import StateSerializer, named_class
 from selectgraph.nodes._cache import CachingAdapter, serializer_for
 from selectgraph.nodes._function import FunctionAdapter
+from selectgraph.nodes._middleware import MiddlewareAdapter
 from selectgraph.nodes._spec import NodeSpec
 from selectgraph.routing._edges import Edge, NodeRoutes, RouteContext
 from selectgraph.routing._parallel import Branches, ParallelGroup
@@ -220,6 +221,10 @@ class _Compiler:
                 writes=writes,
                 optional_writes=optional_writes,
             )
+        chain = (*self.blueprint.middleware, *decl.middleware)
+        if chain and decl.group is None:  # a group's members are wrapped as nodes of their own
+            adapter = MiddlewareAdapter(adapter, chain, node=name)
+            offload = False  # the chain runs on the loop (plain middleware on a worker thread)
         return NodeSpec(
             name=name,
             adapter=adapter,

@@ -72,6 +72,7 @@ class NodeDecl:
     timeout: float | None = None
     group: ParallelGroup | None = None
     cache: CachePolicy | None = None
+    middleware: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -111,6 +112,8 @@ class Blueprint:
     """Where nodes declared with ``cache=`` keep their outputs."""
     strict_entry: bool = False
     """Whether the entry must be declared (otherwise the first node added is the entry)."""
+    middleware: tuple[Any, ...] = ()
+    """Wrapped around every node's calls, outermost first (``AgentGraph(middleware=)``)."""
     nodes: dict[str, NodeDecl] = field(default_factory=dict)
     """The nodes, by name, in declaration order."""
     edges: list[EdgeDecl] = field(default_factory=list)

@@ -115,9 +115,14 @@ def test_a_failure_the_policy_does_not_retry_fails_at_once() -> None:
 
 
 def test_an_engine_error_inside_the_subgraph_is_not_retried() -> None:
-    visits = []
+    visits: list[int] = []
+
+    def route(state: Any) -> dict[str, Any]:
+        visits.append(1)
+        return {}
+
     child = AgentGraph("child")
-    child.add_node("route", lambda state: visits.append(1) or {})
+    child.add_node("route", route)
     child.add_conditional_edge("route", lambda state: "nowhere")  # a RoutingError
     parent = AgentGraph("parent")
     parent.add_subgraph("sub", child, next_node=END, error_policy=ErrorPolicy.RETRY, retry=RETRY)
