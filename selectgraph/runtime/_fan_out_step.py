@@ -196,12 +196,15 @@ class FanOuts(QuickBranches, Interrupts):
             self._lost_run = None
             raise lost
         asked = [o for o in outcomes if type(o) is NodeInterrupt]
-        if asked and not any(
+        failed = any(
             isinstance(o, Exception) and not isinstance(o, BranchAborted) for o in outcomes
-        ):
-            # Some branch waits for an answer: keep what the finished ones wrote for the
+        )
+        survives = plan.options.failure_mode != "fail_all"
+        if asked and (survives or not failed):
+            # Some branch waits for an answer: keep what the finished ones wrote (and,
+            # when the fan-out survives failures, each failed branch's error) for the
             # resume, and pause the run (the join happens once every branch is done).
-            self._keep_finished(plan, outcomes, step)
+            self._keep_finished(plan, outcomes, step, failures=survives)
             raise asked[0]
         self._tally(walks, quick_nodes, step)
         return self._join(plan, outcomes, step, started, any(w.hit_limit for w in walks))
@@ -277,12 +280,27 @@ class FanOuts(QuickBranches, Interrupts):
             plan.tasks, run_branch, failure_mode=scheduling, limit=limit, on_abort=abort.set
         )
 
-    def _keep_finished(self, plan: FanOutPlan, outcomes: list[Any], step: int) -> None:
-        """Keep the writes of the branches that finished, for when the fan-out runs again."""
+    def _keep_finished(
+        self, plan: FanOutPlan, outcomes: list[Any], step: int, *, failures: bool = False
+    ) -> None:
+        """Keep the writes of the branches that finished, for when the fan-out runs again.
+
+        With ``failures`` (a fan-out that survives them, paused by a sibling's
+        question), a failed branch is kept too, as its recorded error: resumed, it
+        is not run again, and the join reports it as it would have.
+        """
         kept = self.ensure_book().branches_done
         for task, outcome in zip(plan.tasks, outcomes, strict=True):
+            key = f"{step}:{task.ref.task_id}"
             if type(outcome) is BranchWrites:
-                kept[f"{step}:{task.ref.task_id}"] = outcome
+                kept[key] = outcome
+            elif failures and isinstance(outcome, Exception):
+                if isinstance(outcome, BranchAborted):
+                    continue
+                self._close_failed_node(task, outcome, step)
+                record = self._branch_failure_record(plan, task, outcome)
+                kept[key] = BranchWrites(task.ref.index, task.ref.label, errors=[record])
+                self._degraded = True
 
     def _tally(
         self, walks: list[BranchWalk | BranchTally], quick_nodes: list[str], step: int

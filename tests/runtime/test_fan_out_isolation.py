@@ -257,3 +257,54 @@ def test_a_fail_fast_branch_error_has_the_category_of_its_cause(
 
     assert caught.value.category == category
     assert caught.value.branch == "plan[1]"
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["in-process", "after-a-restart"])
+@pytest.mark.parametrize("mode", ["continue_others", "wait_all"])
+def test_a_question_in_a_fan_out_that_survives_failures_is_asked_and_the_failure_kept(
+    mode: str, restart: bool
+) -> None:
+    from collections.abc import Generator
+    from typing import Annotated
+
+    from pydantic import BaseModel
+
+    from selectgraph import InMemoryCheckpointStore, InterruptRequest, append
+    from selectgraph.runtime import _book
+
+    class Items(BaseModel):
+        out: Annotated[list[str], append] = []
+
+    calls: list[str] = []
+
+    def work(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+        calls.append(state["item"])
+        if state["item"] == "a":
+            raise RuntimeError("a failed")
+        if state["item"] == "b":
+            yield InterruptRequest("Keep b?")
+        return {"out": [state["item"]]}
+
+    graph = AgentGraph("g", state_schema=Items)
+    graph.add_node("plan", lambda state: {})
+    graph.add_node("work", work)
+    graph.add_node("done", lambda state: {}, next_node=END)
+    graph.add_edge("work", "done")
+    graph.add_conditional_edge(
+        "plan",
+        lambda state: [Scatter("work", {"item": i}) for i in ("a", "b", "c")],
+        failure_mode=mode,  # type: ignore[arg-type]
+    )
+    store = InMemoryCheckpointStore()
+
+    paused = graph.run({}, checkpoint_store=store)
+
+    assert paused.interrupted  # a sibling's failure does not make the question moot
+    assert paused.interrupt_id is not None
+    if restart:
+        _book._paused.clear()
+    done = graph.resume(paused.interrupt_id, "yes", checkpoint_store=store)
+    assert done.state.data["out"] == ["b", "c"]
+    assert [(e["branch"], e["error"]) for e in done.state.errors] == [("plan[0]", "a failed")]
+    assert done.quality == "degraded"
+    assert calls.count("a") == 1  # the failed branch is not run again
