@@ -8,11 +8,60 @@ and blocking ones (worker threads) alike.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Generator
+from typing import Annotated, Any
 
 import pytest
+from pydantic import BaseModel
 
-from selectgraph import END, AgentGraph, BranchError, Scatter
+from selectgraph import (
+    END,
+    AgentGraph,
+    BranchError,
+    BranchRef,
+    InMemoryCheckpointStore,
+    InterruptRequest,
+    ResumeError,
+    Scatter,
+    append,
+)
+from selectgraph.observe import InterruptRaised
+from selectgraph.runtime import _book
+
+
+class Items(BaseModel):
+    out: Annotated[list[str], append] = []
+
+
+def _items_fan_out(
+    items: list[str],
+    *,
+    fails: str | None = None,
+    mode: str = "fail_all",
+    calls: list[str] | None = None,
+) -> AgentGraph:
+    """``plan`` fans out one ``work`` per item; item ``b`` asks a question, ``fails`` raises."""
+
+    def work(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+        if calls is not None:
+            calls.append(state["item"])
+        if state["item"] == fails:
+            raise RuntimeError(f"{fails} failed")
+        if state["item"] == "b":
+            yield InterruptRequest("Keep b?", {"item": "b"})
+        return {"out": [state["item"]]}
+
+    graph = AgentGraph("g", state_schema=Items)
+    graph.add_node("plan", lambda state: {})
+    graph.add_node("work", work)
+    graph.add_node("done", lambda state: {}, next_node=END)
+    graph.add_edge("work", "done")
+    graph.add_conditional_edge(
+        "plan",
+        lambda state: [Scatter("work", {"item": i}) for i in items],  # read at each routing
+        failure_mode=mode,  # type: ignore[arg-type]
+    )
+    return graph
 
 
 def _fan_out(node: Any, limit: int, count: int = 5) -> AgentGraph:
@@ -94,29 +143,8 @@ def test_continue_others_still_runs_every_branch() -> None:
 def test_a_paused_fan_out_resumes_over_the_items_it_paused_with() -> None:
     # The fan-out's plan is stored with the pause: a list that changed since cannot
     # silently change which instances run (OpenArmature's changed-item-count case).
-    from collections.abc import Generator
-    from typing import Annotated
-
-    from pydantic import BaseModel
-
-    from selectgraph import InMemoryCheckpointStore, InterruptRequest, append
-
-    class Items(BaseModel):
-        out: Annotated[list[str], append] = []
-
     items = ["a", "b", "c"]
-
-    def work(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
-        if state["item"] == "b":
-            yield InterruptRequest("ok?")
-        return {"out": [state["item"]]}
-
-    graph = AgentGraph("g", state_schema=Items)
-    graph.add_node("plan", lambda state: {})
-    graph.add_node("work", work)
-    graph.add_node("done", lambda state: {}, next_node=END)
-    graph.add_edge("work", "done")
-    graph.add_conditional_edge("plan", lambda state: [Scatter("work", {"item": i}) for i in items])
+    graph = _items_fan_out(items)
     store = InMemoryCheckpointStore()
     paused = graph.run({}, checkpoint_store=store)
     assert paused.interrupt_id is not None
@@ -127,38 +155,8 @@ def test_a_paused_fan_out_resumes_over_the_items_it_paused_with() -> None:
     assert done.state.data["out"] == ["a", "b", "c"]
 
 
-def _asking_fan_out() -> AgentGraph:
-    from collections.abc import Generator
-    from typing import Annotated
-
-    from pydantic import BaseModel
-
-    from selectgraph import InterruptRequest, append
-
-    class Items(BaseModel):
-        out: Annotated[list[str], append] = []
-
-    def work(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
-        if state["item"] == "b":
-            yield InterruptRequest("Keep b?", {"item": "b"})
-        return {"out": [state["item"]]}
-
-    graph = AgentGraph("g", state_schema=Items)
-    graph.add_node("plan", lambda state: {})
-    graph.add_node("work", work)
-    graph.add_node("done", lambda state: {}, next_node=END)
-    graph.add_edge("work", "done")
-    graph.add_conditional_edge(
-        "plan", lambda state: [Scatter("work", {"item": i}) for i in ("a", "b", "c")]
-    )
-    return graph
-
-
 def test_an_interrupt_in_a_fan_out_says_which_instance_asked() -> None:
-    from selectgraph import BranchRef, InMemoryCheckpointStore
-    from selectgraph.observe import InterruptRaised
-
-    graph = _asking_fan_out()
+    graph = _items_fan_out(["a", "b", "c"])
     store = InMemoryCheckpointStore()
 
     paused = graph.run({}, checkpoint_store=store)
@@ -174,10 +172,6 @@ def test_an_interrupt_in_a_fan_out_says_which_instance_asked() -> None:
 
 
 def test_a_question_outside_a_fan_out_has_no_branch() -> None:
-    from collections.abc import Generator
-
-    from selectgraph import InMemoryCheckpointStore, InterruptRequest
-
     def ask(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
         yield InterruptRequest("ok?")
         return {}
@@ -190,30 +184,8 @@ def test_a_question_outside_a_fan_out_has_no_branch() -> None:
 
 
 def test_a_fan_out_rebuilt_after_a_restart_over_other_items_is_refused_naming_the_counts() -> None:
-    from collections.abc import Generator
-    from typing import Annotated
-
-    from pydantic import BaseModel
-
-    from selectgraph import InMemoryCheckpointStore, InterruptRequest, ResumeError, append
-    from selectgraph.runtime import _book
-
-    class Items(BaseModel):
-        out: Annotated[list[str], append] = []
-
     items = ["a", "b", "c"]
-
-    def work(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
-        if state["item"] == "b":
-            yield InterruptRequest("ok?")
-        return {"out": [state["item"]]}
-
-    graph = AgentGraph("g", state_schema=Items)
-    graph.add_node("plan", lambda state: {})
-    graph.add_node("work", work)
-    graph.add_node("done", lambda state: {}, next_node=END)
-    graph.add_edge("work", "done")
-    graph.add_conditional_edge("plan", lambda state: [Scatter("work", {"item": i}) for i in items])
+    graph = _items_fan_out(items)
     store = InMemoryCheckpointStore()
     paused = graph.run({}, checkpoint_store=store)
     assert paused.interrupt_id is not None
@@ -264,37 +236,8 @@ def test_a_fail_fast_branch_error_has_the_category_of_its_cause(
 def test_a_question_in_a_fan_out_that_survives_failures_is_asked_and_the_failure_kept(
     mode: str, restart: bool
 ) -> None:
-    from collections.abc import Generator
-    from typing import Annotated
-
-    from pydantic import BaseModel
-
-    from selectgraph import InMemoryCheckpointStore, InterruptRequest, append
-    from selectgraph.runtime import _book
-
-    class Items(BaseModel):
-        out: Annotated[list[str], append] = []
-
     calls: list[str] = []
-
-    def work(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
-        calls.append(state["item"])
-        if state["item"] == "a":
-            raise RuntimeError("a failed")
-        if state["item"] == "b":
-            yield InterruptRequest("Keep b?")
-        return {"out": [state["item"]]}
-
-    graph = AgentGraph("g", state_schema=Items)
-    graph.add_node("plan", lambda state: {})
-    graph.add_node("work", work)
-    graph.add_node("done", lambda state: {}, next_node=END)
-    graph.add_edge("work", "done")
-    graph.add_conditional_edge(
-        "plan",
-        lambda state: [Scatter("work", {"item": i}) for i in ("a", "b", "c")],
-        failure_mode=mode,  # type: ignore[arg-type]
-    )
+    graph = _items_fan_out(["a", "b", "c"], fails="a", mode=mode, calls=calls)
     store = InMemoryCheckpointStore()
 
     paused = graph.run({}, checkpoint_store=store)

@@ -26,6 +26,8 @@ __all__ = ["ThreadTurnLost", "end_turn", "install_threads", "thread_stop", "wait
 TURN_POLL: Final = 30.0
 """Seconds a waiting run sleeps between looks at its thread, if no wake-up comes first."""
 STATE_ATTRIBUTE: Final = "selectgraph"
+"""The workflow attribute saying ``queued``, ``running`` or ``interrupted`` (DBOS has no such
+status); the workflow module re-exports it."""
 
 _book: list[ThreadBook] = []
 

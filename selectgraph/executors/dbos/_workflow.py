@@ -32,7 +32,7 @@ from selectgraph.executors.dbos._records import (
     encode_result,
 )
 from selectgraph.executors.dbos._runner import DBOSTaskRunner, Publisher, PublishingStore
-from selectgraph.executors.dbos._turns import end_turn, thread_stop, wait_turn
+from selectgraph.executors.dbos._turns import STATE_ATTRIBUTE, end_turn, thread_stop, wait_turn
 from selectgraph.persistence._checkpoint import checkpoint_ids_from, replayable_ids
 from selectgraph.runtime._tasks import running_tasks_with
 
@@ -58,8 +58,6 @@ INTERRUPTS: Final = "selectgraph.interrupts"
 """The event holding a paused run's pending questions."""
 FAILURE: Final = "selectgraph.failure"
 """The event holding a failed run's error and state."""
-STATE_ATTRIBUTE: Final = "selectgraph"
-"""The workflow attribute saying ``running`` or ``interrupted`` (DBOS has no such status)."""
 WAKE: Final = "selectgraph.wake"
 """A message that only wakes a waiting workflow (sent after cancelling it)."""
 STOP: Final = "selectgraph.stop"
