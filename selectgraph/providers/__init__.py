@@ -22,6 +22,7 @@ from selectgraph.providers._base import (
     ToolChoice,
     ToolSpec,
 )
+from selectgraph.providers._deadline import ProviderTimeoutError
 from selectgraph.providers._errors_map import StructuredOutputRejected
 from selectgraph.providers._local import LocalProvider, LocalReply, ScriptExhausted
 from selectgraph.providers._pricing import ModelPrice, cost_usd, price_for, register_price
@@ -56,6 +57,7 @@ __all__ = [
     "ProviderRequestError",
     "ProviderRetry",
     "ProviderRetryableError",
+    "ProviderTimeoutError",
     "ResponseFormat",
     "ScriptExhausted",
     "StreamChunk",

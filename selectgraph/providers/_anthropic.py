@@ -48,6 +48,7 @@ from selectgraph.providers._base import (
     StructuredMode,
     ToolChoice,
 )
+from selectgraph.providers._deadline import DEFAULT_STREAM_IDLE_TIMEOUT, check_timeouts
 from selectgraph.providers._errors_map import (
     connection_error,
     malformed_response,
@@ -142,7 +143,14 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
         default_model: Model used when an agent does not name one.
         default_max_tokens: ``max_tokens`` for requests that set none; the API
             requires a value.
-        timeout: Seconds before one HTTP attempt gives up (and is retried).
+        timeout: Seconds one attempt may take in total (request, reply body and,
+            for a stream, every event until the answer ends) before it is cancelled
+            with :class:`~selectgraph.providers.ProviderTimeoutError` (and retried,
+            unless streamed text was already handed out).
+        stream_idle_timeout: Seconds a stream may go without an event (keep-alive
+            comments do not count) before the attempt fails with
+            :class:`~selectgraph.providers.ProviderTimeoutError`; ``None`` leaves
+            only ``timeout``.
         retry: How transient failures are retried.
         client: A ready-made SDK client to use instead of building one; it is used
             with ``max_retries=0`` and is not closed by :meth:`aclose`.
@@ -165,6 +173,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
         default_model: str = "claude-haiku-4-5",
         default_max_tokens: int = 4096,
         timeout: float = 60.0,
+        stream_idle_timeout: float | None = DEFAULT_STREAM_IDLE_TIMEOUT,
         retry: ProviderRetry = _DEFAULT_RETRY,
         client: AsyncAnthropic | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -175,6 +184,9 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
         """``max_tokens`` sent when a request sets none."""
         self._retry = retry
         self._sleep = sleep
+        self._timeout, self._stream_idle_timeout = check_timeouts(
+            self.name, timeout, stream_idle_timeout
+        )
         self._clients: LoopClients[AsyncAnthropic] | None = None
         self._shared_client: AsyncAnthropic | None = None
         if client is not None:
@@ -229,7 +241,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
 
         async def call(mode: StructuredMode | None) -> _Assembler:
             args = self._create_args(request, model, mode)
-            return await self._with_retries(lambda: self._create(args, model, mode))
+            return await self._with_retries(lambda: self._create(args, model, mode), model)
 
         assembler, mode = await self._structured(request, call)
         return assembler.completion(latency_ms=elapsed_ms(started), structured_mode=mode)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
 from selectgraph.core._errors import ProviderError, ProviderRequestError, ProviderRetryableError
+from selectgraph.providers._deadline import ProviderTimeoutError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -310,13 +311,18 @@ def connection_error(
         secrets: Strings that must not appear in the message.
 
     Returns:
-        The error to raise (and retry).
+        The error to raise (and retry): a
+        :class:`~selectgraph.providers.ProviderTimeoutError` when it timed out.
     """
     what = "timed out" if timed_out else "lost its connection"
     message = f"{provider}: request for model {model!r} {what}"
     if reason:
         message += f" ({_clip(reason)})"
-    return ProviderRetryableError(redact(message, secrets), provider=provider)
+    message = redact(message, secrets)
+    if timed_out:
+        # The HTTP client's own timeout (connecting, or one read): no total limit known.
+        return ProviderTimeoutError(message, provider=provider, model=model, timeout=None)
+    return ProviderRetryableError(message, provider=provider)
 
 
 def _finite_float(value: str | None) -> float | None:

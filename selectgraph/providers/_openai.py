@@ -43,6 +43,7 @@ from selectgraph.providers._base import (
     StreamChunk,
     StructuredMode,
 )
+from selectgraph.providers._deadline import DEFAULT_STREAM_IDLE_TIMEOUT, check_timeouts
 from selectgraph.providers._errors_map import (
     connection_error,
     malformed_response,
@@ -119,7 +120,14 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
         base_url: Root of a compatible API, e.g. ``"http://localhost:8000/v1"`` for
             vLLM or ``"http://localhost:11434/v1"`` for Ollama.
         default_model: Model used when an agent does not name one.
-        timeout: Seconds before one HTTP attempt gives up (and is retried).
+        timeout: Seconds one attempt may take in total (request, reply body and,
+            for a stream, every event until the answer ends) before it is cancelled
+            with :class:`~selectgraph.providers.ProviderTimeoutError` (and retried,
+            unless streamed text was already handed out).
+        stream_idle_timeout: Seconds a stream may go without an event (keep-alive
+            comments do not count) before the attempt fails with
+            :class:`~selectgraph.providers.ProviderTimeoutError`; ``None`` leaves
+            only ``timeout``.
         retry: How transient failures are retried.
         client: A ready-made SDK client to use instead of building one; it is used
             with ``max_retries=0`` and is not closed by :meth:`aclose`.
@@ -141,6 +149,7 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
         base_url: str | None = None,
         default_model: str = "gpt-4o-mini",
         timeout: float = 60.0,
+        stream_idle_timeout: float | None = DEFAULT_STREAM_IDLE_TIMEOUT,
         retry: ProviderRetry = _DEFAULT_RETRY,
         client: AsyncOpenAI | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -150,6 +159,9 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
         """Model used when a request does not name one."""
         self._retry = retry
         self._sleep = sleep
+        self._timeout, self._stream_idle_timeout = check_timeouts(
+            self.name, timeout, stream_idle_timeout
+        )
         self._clients: LoopClients[AsyncOpenAI] | None = None
         self._shared_client: AsyncOpenAI | None = None
         if client is not None:
@@ -199,7 +211,7 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
 
         async def call(mode: StructuredMode | None) -> _Assembler:
             args = self._create_args(request, model, mode)
-            return await self._with_retries(lambda: self._create(args, model, mode))
+            return await self._with_retries(lambda: self._create(args, model, mode), model)
 
         assembler, mode = await self._structured(request, call)
         return assembler.completion(request, latency_ms=elapsed_ms(started), structured_mode=mode)

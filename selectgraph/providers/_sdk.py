@@ -33,6 +33,7 @@ from typing import Any, Generic, Self, TypeVar
 
 from selectgraph.core._errors import ProviderError
 from selectgraph.providers._base import CompletionRequest, StreamChunk, StructuredMode
+from selectgraph.providers._deadline import ProviderTimeoutError, timeout_error, within
 from selectgraph.providers._errors_map import (
     StructuredOutputRejected,
     is_structured_rejection,
@@ -66,6 +67,8 @@ class OpenStream(Generic[S]):
     """Text read but not yet yielded."""
     finished: bool = False
     """Whether the stream has no more items."""
+    deadline: float | None = None
+    """Event-loop time by which the whole attempt, stream included, must end."""
 
 
 @dataclass(slots=True)
@@ -182,6 +185,10 @@ class SDKProvider(ABC, Generic[C, S]):
     _secrets: tuple[str, ...]
     _retry: ProviderRetry
     _sleep: Callable[[float], Awaitable[None]]
+    _timeout: float | None = None
+    """Seconds one attempt may take in total: request, body and stream."""
+    _stream_idle_timeout: float | None = None
+    """Seconds a stream may go without an event."""
 
     def __repr__(self) -> str:
         base_url = redact_url(self._base_url, self._secrets)
@@ -264,10 +271,34 @@ class SDKProvider(ABC, Generic[C, S]):
                 self._structured_mode = mode
             return result, mode
 
-    async def _with_retries(self, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def _with_retries(self, attempt: Callable[[], Awaitable[T]], model: str) -> T:
+        """``attempt()`` with retries, each attempt bounded by the provider's ``timeout``."""
+
+        async def bounded() -> T:
+            return await within(attempt, deadline=self._deadline(), error=self._timed_out(model))
+
         return await call_with_retries(
-            attempt, self._retry, sleep=self._sleep, on_retry=self._log_retry
+            bounded, self._retry, sleep=self._sleep, on_retry=self._log_retry
         )
+
+    def _deadline(self) -> float | None:
+        """The event-loop time by which an attempt starting now must end."""
+        if self._timeout is None:
+            return None
+        return asyncio.get_running_loop().time() + self._timeout
+
+    def _timed_out(self, model: str) -> Callable[[], ProviderTimeoutError]:
+        def error() -> ProviderTimeoutError:
+            assert self._timeout is not None
+            return timeout_error(
+                provider=self.name,
+                model=model,
+                seconds=self._timeout,
+                limit="timeout",
+                what="the attempt (request, reply body and stream)",
+            )
+
+        return error
 
     def _log_retry(self, error: ProviderError, attempt: int, delay: float) -> None:
         _log.warning(
@@ -290,10 +321,28 @@ class SDKProvider(ABC, Generic[C, S]):
     async def _close_stream(self, stream: S) -> None:
         """Close the SDK's stream (and its HTTP response)."""
 
+    async def _next_event(self, opened: OpenStream[S], model: str) -> str | None:
+        """:meth:`_next_text`, failing when no event comes within ``stream_idle_timeout``."""
+        idle = self._stream_idle_timeout
+        if idle is None:
+            return await self._next_text(opened, model)
+
+        def error() -> ProviderTimeoutError:
+            return timeout_error(
+                provider=self.name,
+                model=model,
+                seconds=idle,
+                limit="stream_idle_timeout",
+                what="waiting for the next stream event",
+            )
+
+        deadline = asyncio.get_running_loop().time() + idle
+        return await within(lambda: self._next_text(opened, model), deadline=deadline, error=error)
+
     async def _read_until_text(self, opened: OpenStream[S], model: str) -> None:
         """Read until an item carries text (kept in ``first_text``) or the stream ends."""
         while True:
-            text = await self._next_text(opened, model)
+            text = await self._next_event(opened, model)
             if text is None:
                 opened.finished = True
                 return
@@ -307,19 +356,28 @@ class SDKProvider(ABC, Generic[C, S]):
         """Open a stream and read to its first text, retrying failures up to that point.
 
         Once text has been handed out, retrying would repeat what the caller has
-        already seen, so later failures are raised as they come.
+        already seen, so later failures are raised as they come. Each attempt's
+        deadline (``timeout`` from its start) holds until the stream ends.
         """
 
         async def attempt() -> OpenStream[S]:
-            opened = await open_stream()
-            try:
-                await self._read_until_text(opened, model)
-            except BaseException:
-                await self._close_stream(opened.stream)
-                raise
-            return opened
+            deadline = self._deadline()
 
-        return await self._with_retries(attempt)
+            async def open_and_read() -> OpenStream[S]:
+                opened = await open_stream()
+                opened.deadline = deadline
+                try:
+                    await self._read_until_text(opened, model)
+                except BaseException:
+                    await self._close_stream(opened.stream)
+                    raise
+                return opened
+
+            return await within(open_and_read, deadline=deadline, error=self._timed_out(model))
+
+        return await call_with_retries(
+            attempt, self._retry, sleep=self._sleep, on_retry=self._log_retry
+        )
 
     async def _relay(self, opened: OpenStream[S], model: str) -> AsyncGenerator[StreamChunk, None]:
         """Yield the text of an opened stream as it arrives, then close it."""
@@ -328,6 +386,10 @@ class SDKProvider(ABC, Generic[C, S]):
                 yield StreamChunk(delta=opened.first_text)
                 opened.first_text = ""
                 if not opened.finished:
-                    await self._read_until_text(opened, model)
+                    await within(
+                        lambda: self._read_until_text(opened, model),
+                        deadline=opened.deadline,
+                        error=self._timed_out(model),
+                    )
         finally:
             await self._close_stream(opened.stream)

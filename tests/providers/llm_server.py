@@ -37,6 +37,9 @@ class Reply:
     """For a stream: close the connection after this many events, mid-body."""
     action: Action = "respond"
     """``drop`` closes the connection without answering; ``stall`` never answers."""
+    interval: float = 0.0
+    """Seconds to wait before each write: between stream events, or between the bytes
+    of a body (which is then sent one byte at a time, a slow drip)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,13 +236,23 @@ class FakeLLMServer:
         head += [f"{name}: {value}" for name, value in reply.headers]
         if reply.events is None:
             head.append(f"content-length: {len(reply.body)}")
-            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + reply.body)
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            if not reply.interval:
+                writer.write(reply.body)
+            for byte in range(len(reply.body) if reply.interval else 0):
+                if not await self._pause(reply.interval):
+                    return False
+                writer.write(reply.body[byte : byte + 1])
+                await writer.drain()
             await writer.drain()
             return True
         head.append("transfer-encoding: chunked")
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        await writer.drain()
         for number, event in enumerate(reply.events):
             if reply.cut_after is not None and number >= reply.cut_after:
+                return False
+            if reply.interval and not await self._pause(reply.interval):
                 return False
             writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
             await writer.drain()
@@ -247,13 +260,38 @@ class FakeLLMServer:
         await writer.drain()
         return True
 
+    async def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds``; returns False when the server is closing meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._closing.wait(), seconds)
+        return not self._closing.is_set()
+
     def _refusal(self, request: RecordedRequest) -> Reply | None:
         if not self._refusals or not request.body:
             return None
         body = request.json()
-        response_format = body.get("response_format") if isinstance(body, dict) else None
+        if not isinstance(body, dict):
+            return None
+        response_format = body.get("response_format")
         kind = response_format.get("type") if isinstance(response_format, dict) else None
-        return self._refusals.get(kind) if isinstance(kind, str) else None
+        if isinstance(kind, str) and kind in self._refusals:
+            return self._refusals[kind]
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            choice = "named"
+        if isinstance(choice, str) and f"tool_choice:{choice}" in self._refusals:
+            return self._refusals[f"tool_choice:{choice}"]
+        return None
+
+    def reject_tool_choice(self, *kinds: str, reply: Reply | None = None) -> None:
+        """Refuse every request whose ``tool_choice`` is one of ``kinds``.
+
+        ``kinds`` are ``"required"``, ``"auto"``, ``"none"`` or ``"named"`` (any
+        ``{"type": "function", ...}`` choice). The default reply is an HTTP 500
+        naming the field, as llama.cpp's server words such refusals.
+        """
+        for kind in kinds:
+            self._refusals[f"tool_choice:{kind}"] = reply or tool_choice_refusal(kind)
 
 
 def llama_cpp_format_refusal(kind: str) -> Reply:
@@ -261,6 +299,31 @@ def llama_cpp_format_refusal(kind: str) -> Reply:
     message = 'response_format type must be one of "text" or "json_object", but got: ' + kind
     return json_reply(
         {"error": {"code": 500, "message": message, "type": "server_error"}}, status=500
+    )
+
+
+def tool_choice_refusal(kind: str) -> Reply:
+    """A server error refusing a ``tool_choice`` it does not support."""
+    message = f"tool_choice {kind!r} is not supported; use 'auto' or 'none'"
+    return json_reply(
+        {"error": {"code": 500, "message": message, "type": "server_error"}}, status=500
+    )
+
+
+def slow_drip(reply: Reply, interval: float = 1.0) -> Reply:
+    """``reply`` with its body sent one byte every ``interval`` seconds."""
+    return Reply(status=reply.status, headers=reply.headers, body=reply.body, interval=interval)
+
+
+def keep_alive_stream(count: int, interval: float) -> Reply:
+    """An event stream of ``count`` SSE comments, one every ``interval`` seconds, and no event."""
+    return Reply(
+        headers=(
+            ("content-type", "text/event-stream; charset=utf-8"),
+            ("cache-control", "no-cache"),
+        ),
+        events=(b": keep-alive\n\n",) * count,
+        interval=interval,
     )
 
 
