@@ -253,6 +253,9 @@ class Durable:
             interrupts, held, writes = run.interrupt_records(
                 self.serializer, tuple(book.pending.values())
             )
+            if extra and "children" in extra and "children" in held:
+                # A subgraph's progress beside subgraphs paused on a question.
+                extra = {**extra, "children": {**held["children"], **extra["children"]}}
             extra = {**held, **(extra or {})}
             pending_writes = pending_writes or writes
         # Visit counts are not stored: the history a checkpoint holds says them.

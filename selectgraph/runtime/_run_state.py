@@ -33,6 +33,7 @@ from selectgraph.state._fingerprint import StateFingerprint
 from selectgraph.state._merge import Merger
 
 if TYPE_CHECKING:
+    from selectgraph.runtime._child_progress import ChildProgress
     from selectgraph.runtime._durable import Durable
     from selectgraph.runtime._program import GraphProgram
 
@@ -169,6 +170,9 @@ class RunState:
 
     durable: Durable | None = None
     """The checkpoint writer, for a run with a checkpoint store (never a branch's)."""
+
+    progress: ChildProgress | None = None
+    """For a subgraph's run under a durable run: saves its progress after each node."""
 
     book: InterruptBook | None = None
     """Answers, pending questions and live generators (made when a generator node runs)."""

@@ -24,6 +24,7 @@ from selectgraph.core._errors import Diagnostic
 from selectgraph.core._run_errors import GraphRunError, NodeError
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.nodes._spec import NodeContext
+from selectgraph.runtime._child_progress import progress_for
 from selectgraph.runtime._restore import continue_child
 from selectgraph.runtime._run import blocking_sleep
 from selectgraph.runtime._start import start_run
@@ -92,6 +93,7 @@ async def _run_child(
     run._book_parent = parent  # a generator node inside finds the run's answers
     run.config = parent.config
     run.child_key = key or parent.task_id(context.node, context.branch)
+    run.progress = progress_for(parent, context.branch is not None)
     try:
         result = await pending
     except GraphRunError as error:

@@ -56,6 +56,7 @@ from selectgraph.routing._edges import (
 )
 from selectgraph.routing._parallel import Branches
 from selectgraph.runtime._branches import BranchAborted
+from selectgraph.runtime._child_progress import ChildProgress
 from selectgraph.runtime._detection import Detection, changes_nothing
 from selectgraph.runtime._durable import Durable
 from selectgraph.runtime._fan_out_step import FanOuts
@@ -172,7 +173,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
         nodes, all_routes, reducers = graph.nodes, graph.routes, graph.schema.reducers
         direct_calls, direct_async = self._direct_calls, self._direct_async
         recorder, visits, state = self.recorder, self._visits, self.state
-        stop_at, one_node, durable = self.stop_at, self.one_node, self.durable
+        stop_at, one_node, durable = self.stop_at, self.one_node, self.durable or self.progress
         max_steps = settings.max_steps
         stall_threshold = settings.stall_threshold if self.detect else None
         fp: StateFingerprint | None = None  # each walk starts them afresh, at a revisit
@@ -343,7 +344,9 @@ class Walker(FanOuts, Routing, Detection, Stops):
                 return "paused"
         return None
 
-    async def _checkpointed(self, durable: Durable, name: str, ok: bool, goto: Any) -> bool:
+    async def _checkpointed(
+        self, durable: Durable | ChildProgress, name: str, ok: bool, goto: Any
+    ) -> bool:
         """Checkpoint after ``name``; returns whether the run pauses there."""
         if not await durable.after_node(self, name, ok, goto):
             return False

@@ -128,6 +128,7 @@ FIRST_RUN: list[tuple[GraphEventType, tuple[str, ...]]] = [
     (T.NODE_CHUNK, ("sub", "drafter")),
     (T.LLM_CALL_FINISHED, ("sub", "drafter")),
     (T.NODE_END, ("sub", "drafter")),
+    (T.CHECKPOINT, ()),  # the subgraph's progress, saved under the run
     (T.ROUTING, ("sub", "drafter")),
     (T.GRAPH_END, ("sub",)),
     (T.NODE_END, ("sub",)),
