@@ -21,12 +21,27 @@ from selectgraph.core._sentinels import END, EndType
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.providers._base import Provider
 from selectgraph.routing._directives import Directive, goto
-from selectgraph.supervisor._calls import Answer, Prompt, SupervisorCall, as_text, steps_of
+from selectgraph.supervisor._calls import (
+    Answer,
+    CallLimits,
+    Fallback,
+    Prompt,
+    SupervisorCall,
+    as_text,
+    steps_of,
+)
 from selectgraph.supervisor._prompts import SUPERVISOR_IDENTITY, member_prompt, task_of
 from selectgraph.supervisor._schemas import StepRecord
 from selectgraph.supervisor._team import Team
 
-__all__ = ["FINISH", "Build", "Continue"]
+__all__ = [
+    "FINISH",
+    "Build",
+    "Continue",
+    "best_answer",
+    "fell_back",
+    "next_in_order",
+]
 
 Continue = Callable[[str, StepRecord, GraphState], Directive]
 """Where to go after ``member``'s turn, given the turn's record (which the route writes)."""
@@ -45,6 +60,8 @@ class Build:
     planner_model: str | None
     instructions: str
     call_max_tokens: int | None
+    call_timeout: float | None
+    call_retries: int
     max_rounds: int
     max_stalls: int
     member_history: int
@@ -71,12 +88,22 @@ class Build:
         focus: str,
         prompt: Prompt,
         answer: Answer,
+        fallback: Fallback,
         *,
         destinations: list[str] | None = None,
         next_node: str | EndType | None = None,
     ) -> None:
-        """Add a supervisor call: a node that asks the planner model and acts on its answer."""
-        call = SupervisorCall(self.supervisor_agent(name, schema, focus), prompt, answer)
+        """Add a supervisor call: a node that asks the planner model and acts on its answer.
+
+        ``fallback`` decides when no usable answer comes (see :class:`SupervisorCall`).
+        """
+        call = SupervisorCall(
+            self.supervisor_agent(name, schema, focus),
+            prompt,
+            answer,
+            fallback,
+            CallLimits(timeout=self.call_timeout, retries=self.call_retries),
+        )
         if next_node is not None:
             self.graph.add_node(name, call, next_node=next_node)
         else:
@@ -183,8 +210,24 @@ def to_finish(**update: Any) -> Directive:
 
 def finish(state: GraphState) -> Mapping[str, Any]:
     """Write the run's final answer: the supervisor's, else the last successful turn's output."""
-    answer = state.data.get("final_answer") or ""
-    if not answer:
-        done = [step for step in steps_of(state) if step.error is None]
-        answer = done[-1].output if done else ""
+    answer = state.data.get("final_answer") or best_answer(state)
     return {"final_answer": answer, LAST_OUTPUT: answer}
+
+
+def best_answer(state: GraphState) -> str:
+    """The best answer so far: the last turn that succeeded with some output ("" if none)."""
+    done = [step for step in steps_of(state) if step.error is None and step.output.strip()]
+    return done[-1].output if done else ""
+
+
+def next_in_order(team: Team, steps: list[StepRecord]) -> str:
+    """The member after the one who worked last, in declaration order (the first to start)."""
+    names = team.names
+    if not steps or steps[-1].agent not in names:
+        return names[0]
+    return names[(names.index(steps[-1].agent) + 1) % len(names)]
+
+
+def fell_back(reason: str, action: str) -> list[str]:
+    """The ``fallbacks`` entry for an unusable supervisor answer: why, and what was done."""
+    return [f"{reason}; {action}"]

@@ -2,8 +2,11 @@
 
     route -> member -> route -> member -> ... -> finish
 
-A name the model made up is mapped to the closest member, or else to the
-member whose turn is longest ago; the turn's record says so.
+A name the model got slightly wrong is mapped to the closest member (the turn's
+note says so). A decision that cannot be used (invalid even after repair and a
+re-ask, a failed or timed-out call, a name close to no member, "done" before
+any member answered) gives the turn to the next member in order, on the task
+itself, and is recorded in ``fallbacks`` (the run is then "degraded").
 """
 
 from __future__ import annotations
@@ -14,7 +17,14 @@ from selectgraph.core._models import as_model
 from selectgraph.core._state import GraphState
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.routing._directives import Directive, goto
-from selectgraph.supervisor._build import Build, start_turn, to_finish
+from selectgraph.supervisor._build import (
+    Build,
+    best_answer,
+    fell_back,
+    next_in_order,
+    start_turn,
+    to_finish,
+)
 from selectgraph.supervisor._calls import steps_of
 from selectgraph.supervisor._prompts import route_prompt, task_of
 from selectgraph.supervisor._schemas import RouteDecision, StepRecord
@@ -44,14 +54,42 @@ def build_dynamic(build: Build) -> None:
         rounds = int(state.data.get("rounds", 0))
         return route_prompt(task_of(state), team.roster, steps_of(state), limit - rounds)
 
+    def in_order(reason: str, state: GraphState, instruction: str = "") -> Directive:
+        """No usable decision: the next member in order works on the task, or the run ends."""
+        rounds = int(state.data.get("rounds", 0))
+        if rounds >= limit:
+            return to_finish(
+                verdict=f"stopped after max_rounds={limit} turns",
+                fallbacks=fell_back(reason, "finished with the best answer so far"),
+            )
+        member = next_in_order(team, steps_of(state))
+        update = {
+            "rounds": rounds + 1,
+            "verdict": reason,
+            "fallbacks": fell_back(reason, f"gave the turn to {member!r}, next in order"),
+        }
+        note = f"{reason}; fell back to {member!r}, next in order"
+        return start_turn(member, instruction.strip() or task_of(state), update, note)
+
     def on_route(answer: Any, state: GraphState, context: NodeContext) -> Directive:
         decision = as_model(answer, RouteDecision)
         if decision.done:
-            return to_finish(done=True, verdict=decision.reason or "the supervisor said done")
-        member, note = team.resolve(decision.next_agent, least_recent(team, steps_of(state)))
+            if best_answer(state):
+                return to_finish(done=True, verdict=decision.reason or "the supervisor said done")
+            return in_order(
+                "the supervisor's 'route' call said the task is done before any member answered",
+                state,
+            )
+        member, note = team.match(decision.next_agent)
+        if member is None:
+            return in_order(
+                f"the supervisor's 'route' call named {decision.next_agent!r}, not a team member",
+                state,
+                decision.instruction,
+            )
         rounds = int(state.data.get("rounds", 0)) + 1
         update = {"rounds": rounds, "verdict": decision.reason}
-        return start_turn(member, decision.instruction, update, note)
+        return start_turn(member, decision.instruction.strip() or task_of(state), update, note)
 
     def then(member: str, record: StepRecord, state: GraphState) -> Directive:
         if int(state.data.get("rounds", 0)) >= limit:
@@ -64,6 +102,7 @@ def build_dynamic(build: Build) -> None:
         "Choose who works next, or say the task is done.",
         prompt,
         on_route,
+        lambda reason, state, context: in_order(reason, state),
         destinations=build.targets(),
     )
     build.add_members(then, ["route", "finish"])

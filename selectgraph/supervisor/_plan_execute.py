@@ -4,6 +4,11 @@ plan -> member -> member -> ... -> finish
           |  (a step fails)
           v
         replan -> member -> ... -> finish     (a second failure fails the run)
+
+A plan that cannot be used (invalid even after repair and a re-ask, a failed or
+timed-out call) falls back to every member in order, each told the task; a
+replan that cannot be used goes on with the rest of the plan. Either is recorded
+in ``fallbacks`` (the run is then "degraded").
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from selectgraph.routing._directives import Directive
 from selectgraph.supervisor._build import (
     Build,
     failed_turn,
+    fell_back,
     start_turn,
     to_finish,
 )
@@ -65,12 +71,33 @@ def build_plan_and_execute(build: Build) -> None:
         announce_replan(context, 0, plan_text(steps), "step_failed")
         return _next(steps, 0, state, limit, replans=replans)
 
+    def no_plan(reason: str, state: GraphState, context: NodeContext) -> Directive:
+        # Every member in order, each told the task: a plan any team can follow.
+        steps = [PlanStep(agent=name, instruction=task_of(state)) for name in team.names]
+        action = "fell back to a plan of every member in order"
+        return _next(steps[:limit], 0, state, limit, fallbacks=fell_back(reason, action))
+
+    def no_replan(reason: str, state: GraphState, context: NodeContext) -> Directive:
+        # Go on with the rest of the current plan (the failed step is behind us).
+        replans = int(state.data.get("replans", 0)) + 1
+        index = int(state.data.get("next_step", 0))
+        action = "went on with the rest of the plan"
+        return _next(
+            plan_of(state),
+            index,
+            state,
+            limit,
+            replans=replans,
+            fallbacks=fell_back(reason, action),
+        )
+
     build.add_call(
         "plan",
         schema,
         "Plan the work.",
         prompt,
         on_plan,
+        no_plan,
         destinations=build.targets(),
     )
     build.add_call(
@@ -79,6 +106,7 @@ def build_plan_and_execute(build: Build) -> None:
         "A step failed; plan the rest of the work.",
         replan_text,
         on_replan,
+        no_replan,
         destinations=build.targets(),
     )
 

@@ -32,9 +32,50 @@ class SupervisorResult(GraphResult):
     def wrap(
         cls, result: GraphResult, strategy: SupervisorStrategy, members: tuple[str, ...]
     ) -> SupervisorResult:
-        """The supervisor's view of a graph run's ``result``."""
+        """The supervisor's view of a graph run's ``result``.
+
+        A run that finished but had to fall back on an unusable supervisor answer is
+        ``"degraded"``, not ``"clean"``.
+        """
         values: dict[str, Any] = {name: getattr(result, name) for name in _GRAPH_RESULT_FIELDS}
+        if values["quality"] == "clean" and result.state.data.get("fallbacks"):
+            values["quality"] = "degraded"
         return cls(**values, strategy=strategy, members=members)
+
+    @property
+    def content(self) -> Any:
+        """The final answer.
+
+        A run stopped early (a budget, a cancellation) before the supervisor wrote
+        one keeps the last member answer (the best answer so far); ``None`` only when
+        no member answered.
+        """
+        last = self.state.last_output
+        if last is not None and last != "":
+            return last
+        answer = str(self.state.data.get("final_answer") or "")
+        if not answer:
+            done = [s for s in self.turns if s.error is None and s.output.strip()]
+            answer = done[-1].output if done else ""
+        return answer or last
+
+    @property
+    def fallbacks(self) -> list[str]:
+        """Each time a supervisor answer could not be used: why, and what was done instead."""
+        return [str(entry) for entry in self.state.data.get("fallbacks") or ()]
+
+    @property
+    def degraded_reasons(self) -> list[str]:
+        """Why the run is ``"degraded"``: its fallbacks, failed turns, and an early stop."""
+        reasons = list(self.fallbacks)
+        reasons += [
+            f"turn {step.number} ({step.agent}) failed: {step.error}"
+            for step in self.turns
+            if step.error is not None
+        ]
+        if self.stop_reason not in ("end", "paused", "interrupted"):
+            reasons.append(f"the run stopped early: {self.stop_reason}")
+        return reasons if self.quality != "clean" else []
 
     @property
     def agent_results(self) -> dict[str, list[Any]]:

@@ -1,6 +1,10 @@
 """ROUND_ROBIN: members take turns in order; after each full round the supervisor judges.
 
 a -> b -> c -> review -> a -> b -> c -> review -> ... -> finish
+
+A verdict that cannot be used (invalid even after repair and a re-ask, a failed or
+timed-out call) counts as "not complete": the next round starts, or the run
+finishes at ``max_rounds``; the run records why in ``fallbacks`` ("degraded").
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from selectgraph.core._models import as_model
 from selectgraph.core._state import GraphState
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.routing._directives import Directive
-from selectgraph.supervisor._build import Build, start_turn, to_finish
+from selectgraph.supervisor._build import Build, fell_back, start_turn, to_finish
 from selectgraph.supervisor._calls import steps_of
 from selectgraph.supervisor._prompts import task_of, verdict_prompt
 from selectgraph.supervisor._schemas import RoundVerdict, StepRecord
@@ -51,6 +55,20 @@ def build_round_robin(build: Build) -> None:
         update = {"rounds": rounds + 1, "verdict": verdict.reason}
         return start_turn(names[0], _instruction(rounds + 1), update)
 
+    def on_no_verdict(reason: str, state: GraphState, context: NodeContext) -> Directive:
+        rounds = int(state.data.get("rounds", 1))
+        if rounds >= limit:
+            return to_finish(
+                verdict=f"stopped after max_rounds={limit} rounds",
+                fallbacks=fell_back(reason, "finished with the best answer so far"),
+            )
+        update = {
+            "rounds": rounds + 1,
+            "verdict": reason,
+            "fallbacks": fell_back(reason, "went on with the next round"),
+        }
+        return start_turn(names[0], _instruction(rounds + 1), update)
+
     def then(member: str, record: StepRecord, state: GraphState) -> Directive:
         position = names.index(member)
         if position + 1 < len(names):
@@ -67,6 +85,7 @@ def build_round_robin(build: Build) -> None:
         "Judge whether the task is complete after this round.",
         prompt,
         on_verdict,
+        on_no_verdict,
         destinations=[names[0], "finish"],
     )
     build.add_finish()

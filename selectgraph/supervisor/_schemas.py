@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from selectgraph.state._reducers import append
+from selectgraph.supervisor._lenient import LenientModel
 
 __all__ = [
     "BoolAnswer",
@@ -39,7 +40,7 @@ class PlanStep(BaseModel):
     instruction: str = Field(description="What that member should do in this step.")
 
 
-class Plan(BaseModel):
+class Plan(LenientModel):
     """An ordered plan; each step's output is handed to the next step."""
 
     steps: list[PlanStep] = Field(min_length=1, description="The steps, in order.")
@@ -64,14 +65,14 @@ def plan_model(agents: Sequence[str], max_steps: int) -> type[Plan]:
     return plan
 
 
-class RoundVerdict(BaseModel):
+class RoundVerdict(LenientModel):
     """The supervisor's verdict after a full round of turns."""
 
     complete: bool = Field(description="True when the task is done and needs no more turns.")
     reason: str = Field(description="Why, in a sentence.")
 
 
-class RouteDecision(BaseModel):
+class RouteDecision(LenientModel):
     """Who works next, and on what; or that the task is done."""
 
     done: bool = Field(description="True when the task is complete and nobody needs to work.")
@@ -80,7 +81,7 @@ class RouteDecision(BaseModel):
     reason: str = Field(default="", description="Why this member, in a sentence.")
 
 
-class TaskLedger(BaseModel):
+class TaskLedger(LenientModel):
     """Magentic-One's task ledger: what is known, what is guessed, and the plan."""
 
     facts: list[str] = Field(description="Facts given in the task or established so far.")
@@ -106,7 +107,7 @@ class TextAnswer(BaseModel):
     """The answer."""
 
 
-class ProgressLedger(BaseModel):
+class ProgressLedger(LenientModel):
     """Magentic-One's progress ledger, filled in before every turn."""
 
     is_request_satisfied: BoolAnswer = Field(description="Is the original request fully satisfied?")
@@ -176,3 +177,6 @@ class SupervisorState(BaseModel):
     """MAGENTIC: rounds in a row without progress."""
     final_answer: str = ""
     """The run's answer (also ``result.content``)."""
+    fallbacks: Annotated[list[str], append] = []
+    """Each time a supervisor answer could not be used (invalid even after repair and a
+    re-ask, a model error, a timeout): what was wrong and what was done instead."""

@@ -84,8 +84,53 @@ def _checked_strategy(
     return chosen
 
 
+CALL_MAX_TOKENS = 512
+"""Default tokens one supervisor answer may have: room for a ledger or a plan, and a
+bound on a small model that rambles (an answer cut short is repaired, then re-asked)."""
+CALL_TIMEOUT = 60.0
+"""Default seconds one supervisor call may take, its provider's own retries included."""
+CALL_RETRIES = 0
+"""Default further tries of a supervisor call that timed out or whose provider failed:
+none, since a local model that ran out of time once is likely to again; the
+supervisor falls back instead."""
+
+
+def _checked_call_limits(
+    call_max_tokens: int | None, call_timeout: float | None, call_retries: int
+) -> None:
+    """Raise ValueError naming the supervisor call setting that is out of range."""
+    if call_max_tokens is not None and (
+        isinstance(call_max_tokens, bool)
+        or not isinstance(call_max_tokens, int)
+        or call_max_tokens < 1
+    ):
+        raise ValueError(
+            f"SupervisorAgent: call_max_tokens must be an integer >= 1 or None, "
+            f"got {call_max_tokens!r}"
+        )
+    if call_timeout is not None and (
+        isinstance(call_timeout, bool)
+        or not isinstance(call_timeout, int | float)
+        or not call_timeout > 0
+    ):
+        raise ValueError(
+            f"SupervisorAgent: call_timeout must be a number of seconds > 0 or None, "
+            f"got {call_timeout!r}"
+        )
+    if isinstance(call_retries, bool) or not isinstance(call_retries, int) or call_retries < 0:
+        raise ValueError(
+            f"SupervisorAgent: call_retries must be an integer >= 0, got {call_retries!r}"
+        )
+
+
 class SupervisorAgent:
     """A supervisor and its team, run with one of four strategies.
+
+    Every supervisor call is bounded (``call_max_tokens``, ``call_timeout``) and its
+    JSON parsed leniently (control characters in strings, an answer cut short). An
+    answer that still cannot be used never fails the run: the supervisor falls back
+    (the next member in order, or the best answer so far), records why in
+    ``result.fallbacks`` and the run is "degraded".
 
     Example:
         >>> from selectgraph import Agent, AgentConfig, SupervisorAgent, SupervisorStrategy
@@ -113,7 +158,9 @@ class SupervisorAgent:
         model_split: ModelSplit | None = None,
         max_stalls: int = 3,
         instructions: str = "",
-        call_max_tokens: int | None = None,
+        call_max_tokens: int | None = CALL_MAX_TOKENS,
+        call_timeout: float | None = CALL_TIMEOUT,
+        call_retries: int = CALL_RETRIES,
         name: str = "supervisor",
         observers: Sequence[Any] = (),
         max_total_tokens: int | None = None,
@@ -135,8 +182,12 @@ class SupervisorAgent:
             model_split: Which model plans and which one works.
             max_stalls: MAGENTIC: rounds without progress before the ledger is remade.
             instructions: Extra guidance for every supervisor call.
-            call_max_tokens: Tokens each supervisor answer may have (None: no limit);
-                an answer cut short is re-asked once, like any invalid answer.
+            call_max_tokens: Tokens each supervisor answer may have (default 512; None:
+                no limit); an answer cut short is repaired, else re-asked once.
+            call_timeout: Seconds one supervisor call may take, provider retries and the
+                re-ask included (default 60; None: no limit).
+            call_retries: Further tries of a call that timed out or whose provider failed
+                (default 0); then the supervisor falls back (``result.fallbacks``).
             name: The supervised graph's name (traces, events, diagrams).
             observers: Told every event of every run.
             max_total_tokens: Token budget of a run (supervisor and members together).
@@ -149,12 +200,13 @@ class SupervisorAgent:
 
         Raises:
             ValueError: no agents, a bad or reserved agent name, an unknown strategy,
-                or ``max_rounds`` / ``max_stalls`` below 1.
+                ``max_rounds`` / ``max_stalls`` below 1, or a call setting out of range.
             TypeError: a member is neither an Agent nor a function.
         """
         self.strategy = _checked_strategy(
             strategy, max_rounds=max_rounds, max_stalls=max_stalls, model_split=model_split
         )
+        _checked_call_limits(call_max_tokens, call_timeout, call_retries)
         self.model_split = model_split or ModelSplit()
         self.max_rounds = max_rounds
         self.max_stalls = max_stalls
@@ -184,6 +236,8 @@ class SupervisorAgent:
                 planner_model=self.model_split.planner_model,
                 instructions=instructions,
                 call_max_tokens=call_max_tokens,
+                call_timeout=None if call_timeout is None else float(call_timeout),
+                call_retries=call_retries,
                 max_rounds=max_rounds,
                 max_stalls=max_stalls,
                 member_history=history or 2 * len(self.team.members),
@@ -198,7 +252,7 @@ class SupervisorAgent:
         """Run the team on ``task`` and return the result (blocking).
 
         Raises:
-            SupervisorError: the plan never validated, or a step failed after its replan.
+            SupervisorError: a PLAN_AND_EXECUTE step failed again after its replan.
             GraphRunError: the run failed otherwise; ``error.result`` keeps what was done.
         """
         try:

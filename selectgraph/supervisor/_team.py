@@ -84,6 +84,13 @@ class Team:
         An exact name is taken as is; otherwise a case- and punctuation-insensitive
         match, then the closest name; when nothing is close, ``fallback``.
         """
+        found, note = self.match(asked)
+        if found is not None:
+            return found, note
+        return fallback, f"the model named {asked!r}, not a team member; fell back to {fallback!r}"
+
+    def match(self, asked: str) -> tuple[str | None, str]:
+        """The member the model meant by ``asked`` (``None`` when no name is close), and a note."""
         if asked in self.members:
             return asked, ""
         wanted = _squash(asked)
@@ -93,7 +100,7 @@ class Team:
         close = difflib.get_close_matches(asked.strip().lower(), list(self.members), 1, 0.6)
         if close and asked.strip():
             return close[0], f"the model named {asked!r}; taken as the closest name {close[0]!r}"
-        return fallback, f"the model named {asked!r}, not a team member; fell back to {fallback!r}"
+        return None, ""
 
 
 def _squash(text: str) -> str:

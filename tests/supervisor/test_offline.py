@@ -24,7 +24,14 @@ def test_each_strategy_finishes_offline(
     result = supervisor.run("Explain tides")
 
     assert result.stop_reason == "end"
-    assert result.quality == "clean"
+    if strategy in (SupervisorStrategy.DYNAMIC, SupervisorStrategy.MAGENTIC):
+        # The local provider's placeholder answers name no member: every turn falls
+        # back to the next member in order, and the run says so.
+        assert result.quality == "degraded"
+        assert result.fallbacks
+        assert all("not a team member" in entry for entry in result.fallbacks)
+    else:
+        assert result.quality == "clean"
     assert result.content
     assert result.turns
     assert all(turn.agent in agents for turn in result.turns)

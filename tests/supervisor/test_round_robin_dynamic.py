@@ -112,7 +112,7 @@ def test_dynamic_falls_back_when_the_model_names_no_member() -> None:
         [
             route("Researcher ", "look"),  # case and spaces
             route("writr", "write"),  # a typo
-            route("the intern", "do something"),  # nobody: the member idle longest
+            route("the intern", "do something"),  # nobody: the next member in order
             route(done=True),
         ]
     )
@@ -122,7 +122,17 @@ def test_dynamic_falls_back_when_the_model_names_no_member() -> None:
     notes = [t.note for t in result.turns]
     assert notes[0] == "the model named 'Researcher '; taken as 'researcher'"
     assert notes[1] == "the model named 'writr'; taken as the closest name 'writer'"
-    assert notes[2] == "the model named 'the intern', not a team member; fell back to 'researcher'"
+    assert notes[2] == (
+        "the supervisor's 'route' call named 'the intern', not a team member; "
+        "fell back to 'researcher', next in order"
+    )
+    assert result.turns[2].instruction == "do something"
+    # A guessed name is a repair; a name close to no member is a fallback, and says so.
+    assert result.quality == "degraded"
+    assert result.fallbacks == [
+        "the supervisor's 'route' call named 'the intern', not a team member; "
+        "gave the turn to 'researcher', next in order"
+    ]
 
 
 def test_dynamic_stops_after_max_rounds_turns() -> None:
