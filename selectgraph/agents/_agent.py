@@ -322,6 +322,7 @@ class Agent:
                 response_format=response_format,
                 temperature=config.temperature,
                 max_tokens=config.max_tokens,
+                max_tokens_fits_budget=config.default_max_tokens,
                 extra=dict(config.extra or {}),
             )
             completion = await self._complete(request, on_chunk)

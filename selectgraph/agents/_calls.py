@@ -63,13 +63,16 @@ async def call_model(
 ) -> Completion:
     """Make one model call, streamed when ``on_delta`` is given.
 
+    A call whose ``max_tokens`` would take the run past a budget is sent with a
+    smaller ``max_tokens`` (what the budget has left) when its prompt fits.
+
     Raises:
         BudgetStop: the run's budget does not allow the call (nothing was sent).
         RunCancelledByToken: the run's token was cancelled.
     """
     control = current_control()
     if control is not None:
-        check_call(control, request)
+        request = check_call(control, request)
     where = _scope.get()
     if where is None or not where.recorder.records_calls:
         completion = await _call(provider, request, on_delta)

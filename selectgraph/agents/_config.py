@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from selectgraph.agents._defaults import DEFAULT_MAX_TOKENS
 from selectgraph.core._policies import Conversation
 from selectgraph.providers._base import ToolChoice
 
@@ -43,8 +44,10 @@ class AgentConfig:
     """What the agent always does, whatever node it runs as (the default focus)."""
     temperature: float | None = None
     """Sampling temperature; ``None`` leaves the model default."""
-    max_tokens: int | None = None
-    """Upper bound on tokens generated per model call."""
+    max_tokens: int | None = DEFAULT_MAX_TOKENS
+    """Upper bound on tokens generated per model call: answers, structured answers and
+    tool calls alike (default 1024). ``None`` sends no bound, so the model may write
+    until its context is full (some servers then apply their own default)."""
     max_tool_iterations: int = 8
     """Model calls that may request tools before the agent must answer in text."""
     tool_choice: ToolChoice | None = None
@@ -56,7 +59,21 @@ class AgentConfig:
     extra: dict[str, Any] | None = None
     """Provider-specific request fields passed through unchanged."""
 
+    @property
+    def default_max_tokens(self) -> bool:
+        """Whether ``max_tokens`` is the default bound (a budget may lower it to fit)."""
+        return self.max_tokens == DEFAULT_MAX_TOKENS
+
     def __post_init__(self) -> None:
+        if self.max_tokens is not None and (
+            isinstance(self.max_tokens, bool)
+            or not isinstance(self.max_tokens, int)
+            or self.max_tokens < 1
+        ):
+            raise ValueError(
+                f"AgentConfig.max_tokens must be an integer >= 1 or None (no bound), "
+                f"got {self.max_tokens!r}"
+            )
         if self.max_tool_iterations < 0:
             raise ValueError("AgentConfig.max_tool_iterations must be >= 0")
         if self.max_output_retries < 0:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator
 
 from selectgraph.agents._calls import call_model
+from selectgraph.agents._defaults import DEFAULT_SHORT_ANSWER_TOKENS
 from selectgraph.agents._judge import InvalidReplyError, none_as_empty, parse_json_reply
 from selectgraph.core._messages import Message
 from selectgraph.core._sentinels import END, EndType
@@ -86,6 +87,8 @@ class LLMDecider:
                 ),
                 response_format=ResponseFormat(name="route", json_schema=schema),
                 temperature=0.0,
+                max_tokens=DEFAULT_SHORT_ANSWER_TOKENS,
+                max_tokens_fits_budget=True,
             ),
         )
         text = completion.message.text

@@ -14,7 +14,18 @@ import os
 
 from selectgraph.providers._base import Provider
 
-__all__ = ["default_provider"]
+__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_SHORT_ANSWER_TOKENS", "default_provider"]
+
+DEFAULT_MAX_TOKENS = 1024
+"""Tokens one agent model call may generate unless ``AgentConfig.max_tokens`` says otherwise.
+
+It bounds answers, structured answers and tool calls alike, so a model that
+rambles (a small local one, or any model in a loop) stops within one call's
+worth of tokens. ``AgentConfig(max_tokens=None)`` sends no bound.
+"""
+
+DEFAULT_SHORT_ANSWER_TOKENS = 256
+"""Tokens a judge's verdict or an ``llm_decide`` routing answer may take (a short JSON object)."""
 
 
 def default_provider() -> Provider:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, runtime_che
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from selectgraph.agents._calls import call_model
+from selectgraph.agents._defaults import DEFAULT_SHORT_ANSWER_TOKENS
 from selectgraph.agents._verdict import JudgeDecision, Verdict
 from selectgraph.core._errors import SelectGraphError
 from selectgraph.core._messages import Message
@@ -157,6 +158,8 @@ class LLMJudge:
                 messages=(Message.system(system), Message.user(prompt)),
                 response_format=ResponseFormat(name="verdict", json_schema=_VERDICT_SCHEMA),
                 temperature=0.0,
+                max_tokens=DEFAULT_SHORT_ANSWER_TOKENS,
+                max_tokens_fits_budget=True,
             ),
         )
         try:

@@ -83,6 +83,10 @@ class CompletionRequest:
     """Sampling temperature; ``None`` uses the model default."""
     max_tokens: int | None = None
     """Upper bound on generated tokens; ``None`` uses the provider default."""
+    max_tokens_fits_budget: bool = False
+    """Whether a run's token or cost budget may lower ``max_tokens`` to what it has
+    left instead of refusing the call (agents set it when they keep their default
+    bound; an explicit ``max_tokens`` that does not fit is refused)."""
     stop: tuple[str, ...] = ()
     """Stop sequences."""
     extra: dict[str, Any] = field(default_factory=dict)
