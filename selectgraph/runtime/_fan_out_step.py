@@ -35,7 +35,7 @@ from selectgraph.runtime._branches import (
 )
 from selectgraph.runtime._fanout import FanOutPlan, plan_fanout
 from selectgraph.runtime._interrupts import Interrupts
-from selectgraph.runtime._join import BranchWrites, apply_merge_fn, join_branches
+from selectgraph.runtime._join import BranchWrites, KeptFailure, apply_merge_fn, join_branches
 from selectgraph.runtime._pending import encode_branch_writes
 from selectgraph.runtime._quick_branch import QuickBranches
 from selectgraph.runtime._run_state import Stop, describe_error
@@ -231,6 +231,8 @@ class FanOuts(QuickBranches, Interrupts):
                 # Finished before the run paused at a sibling's interrupt: not run again.
                 done = finished_before.pop(f"{step}:{task.ref.task_id}", None)
                 if done is not None:
+                    if done.failed:  # failed before the pause: failed again, not re-run
+                        raise KeptFailure(done)
                     return done  # type: ignore[no-any-return]
             try:
                 writes = await branch_body(task)
@@ -299,7 +301,9 @@ class FanOuts(QuickBranches, Interrupts):
                     continue
                 self._close_failed_node(task, outcome, step)
                 record = self._branch_failure_record(plan, task, outcome)
-                kept[key] = BranchWrites(task.ref.index, task.ref.label, errors=[record])
+                kept[key] = BranchWrites(
+                    task.ref.index, task.ref.label, errors=[record], failed=True
+                )
                 self._degraded = True
 
     def _tally(
@@ -422,6 +426,8 @@ class FanOuts(QuickBranches, Interrupts):
 
     def _close_failed_node(self, task: BranchTask, exc: BaseException, step: int) -> None:
         """A NodeFinished for the node a failed branch stopped in, so no node is left open."""
+        if isinstance(exc, KeptFailure):
+            return  # closed when it failed, before the run paused
         node = getattr(exc, "node", None) or task.node
         cause = exc.__cause__ if isinstance(exc, NodeError) and exc.__cause__ else exc
         self.recorder.record_as(
@@ -487,6 +493,8 @@ class FanOuts(QuickBranches, Interrupts):
     def _branch_failure_record(
         self, plan: FanOutPlan, task: BranchTask, exc: BaseException
     ) -> dict[str, Any]:
+        if isinstance(exc, KeptFailure):
+            return dict(exc.record)  # as recorded when it failed
         cause = exc.__cause__ if isinstance(exc, NodeError) and exc.__cause__ else exc
         return {
             "node": getattr(exc, "node", None) or task.node,

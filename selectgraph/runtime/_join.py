@@ -23,7 +23,7 @@ from selectgraph.state._reducers import MISSING, owned
 from selectgraph.state._schema import StateSchema
 from selectgraph.state._views import ViewWrites
 
-__all__ = ["BranchWrites", "apply_merge_fn", "join_branches", "relative_to"]
+__all__ = ["BranchWrites", "KeptFailure", "apply_merge_fn", "join_branches", "relative_to"]
 
 _DELETED: Final = object()
 
@@ -42,6 +42,18 @@ class BranchWrites:
     """Raw history entries of the branch's nodes, appended to the parent's at the join."""
     errors: list[dict[str, Any]] = field(default_factory=list)
     """Failures the branch survived (SKIP, on_failure edges inside it)."""
+    failed: bool = False
+    """A branch that failed before the run paused (its error is ``errors[0]``): a resumed
+    fan-out counts it as failed, as the join would have, and does not run it again."""
+
+
+class KeptFailure(Exception):
+    """The outcome of a branch that failed before its run paused, when the fan-out resumes."""
+
+    def __init__(self, writes: BranchWrites) -> None:
+        super().__init__(writes.errors[0].get("error", "failed") if writes.errors else "failed")
+        self.record: dict[str, Any] = writes.errors[0] if writes.errors else {}
+        """The failure as the join recorded it (node, branch, error, type)."""
 
 
 def relative_to(

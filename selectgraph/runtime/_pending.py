@@ -113,6 +113,7 @@ def encode_branch_writes(
             for j, (n, r) in enumerate(map(_history_pair, writes.history))
         ],
         "errors": [encode(e, f"{where}.errors[{j}]") for j, e in enumerate(writes.errors)],
+        **({"failed": True} if writes.failed else {}),
     }
 
 
@@ -140,4 +141,5 @@ def decode_branch_writes(raw: Any, serializer: StateSerializer, where: str) -> B
             for j, e in enumerate(raw.get("history", []))
         ],
         [decode(e, f"{where}.errors[{j}]") for j, e in enumerate(raw.get("errors", []))],
+        failed=raw.get("failed") is True,
     )

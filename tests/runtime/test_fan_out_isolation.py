@@ -251,3 +251,71 @@ def test_a_question_in_a_fan_out_that_survives_failures_is_asked_and_the_failure
     assert [(e["branch"], e["error"]) for e in done.state.errors] == [("plan[0]", "a failed")]
     assert done.quality == "degraded"
     assert calls.count("a") == 1  # the failed branch is not run again
+
+
+def _asking_group(mode: str, calls: list[str]) -> AgentGraph:
+    """A parallel group: ``bad`` fails, ``ask`` asks and then fails when told "no"."""
+
+    def bad(state: Any) -> dict[str, Any]:
+        calls.append("bad")
+        raise RuntimeError("bad failed")
+
+    def ask(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+        calls.append("ask")
+        answer = yield InterruptRequest("Go on?")
+        if answer == "no":
+            raise RuntimeError("ask refused")
+        return {"out": ["ask"]}
+
+    graph = AgentGraph("g", state_schema=Items)
+    graph.add_node("bad", bad)
+    graph.add_node("ask", ask)
+    graph.add_parallel_nodes("team", ["bad", "ask"], failure_mode=mode)  # type: ignore[arg-type]
+    graph.add_node("after", lambda state: {"out": ["after"]})
+    graph.add_edge("team", "after")
+    graph.add_edge("after", END)
+    if mode == "wait_all":
+        graph.add_node("recover", lambda state: {"out": ["recover"]})
+        graph.add_edge("team", "recover", on="failure")
+        graph.add_edge("recover", END)
+    graph.set_entry("team")
+    return graph
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["in-process", "after-a-restart"])
+def test_a_branch_that_failed_before_the_pause_still_counts_as_failed_at_the_join(
+    restart: bool,
+) -> None:
+    calls: list[str] = []
+    graph = _asking_group("continue_others", calls)
+    store = InMemoryCheckpointStore()
+    paused = graph.run({}, checkpoint_store=store)
+    assert paused.interrupt_id is not None
+    if restart:
+        _book._paused.clear()
+
+    # Every branch has now failed: continue_others fails the fan-out, as without a pause.
+    with pytest.raises(BranchError) as caught:
+        graph.resume(paused.interrupt_id, "no", checkpoint_store=store)
+
+    assert caught.value.branch in {"bad", "ask"}
+    assert calls.count("bad") == 1
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["in-process", "after-a-restart"])
+def test_a_wait_all_group_resumed_after_a_kept_failure_takes_its_on_failure_edge(
+    restart: bool,
+) -> None:
+    calls: list[str] = []
+    graph = _asking_group("wait_all", calls)
+    store = InMemoryCheckpointStore()
+    paused = graph.run({}, checkpoint_store=store)
+    assert paused.interrupt_id is not None
+    if restart:
+        _book._paused.clear()
+
+    done = graph.resume(paused.interrupt_id, "yes", checkpoint_store=store)
+
+    assert done.state.data["out"] == ["ask", "recover"]
+    assert [e["branch"] for e in done.state.errors] == ["bad"]
+    assert calls.count("bad") == 1
