@@ -155,6 +155,11 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
         client: A ready-made SDK client to use instead of building one; it is used
             with ``max_retries=0`` and is not closed by :meth:`aclose`.
         sleep: Awaitable sleep between retries, replaceable in tests.
+        price_models: Price each call by the model name the server reports (see
+            :func:`~selectgraph.providers.cost_usd`). ``None``: only on Anthropic's
+            own API (``*.anthropic.com``); calls to any other server are unpriced
+            (``cost_usd`` ``None``, counted in ``Usage.unpriced_calls``) unless
+            this is ``True``, since such a server may answer any model name.
 
     Raises:
         ProviderRequestError: no API key or other credential was given or found, or
@@ -177,6 +182,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
         retry: ProviderRetry = _DEFAULT_RETRY,
         client: AsyncAnthropic | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        price_models: bool | None = None,
     ) -> None:
         self.default_model = default_model
         """Model used when a request does not name one."""
@@ -218,6 +224,8 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
                 )
             self._clients = LoopClients(build, _close_client, first=template)
         self._base_url = str(template.base_url)
+        official = template.base_url.host.endswith("anthropic.com")
+        self._priced = official if price_models is None else price_models
         self._secrets = tuple(
             s
             for s in (api_key, template.api_key, template.auth_token, *url_secrets(self._base_url))
@@ -261,7 +269,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
             error = self._malformed(model, f"the body is not valid JSON ({exc})", garbage=True)
         else:
             if isinstance(response, AnthropicMessageType):
-                assembler = _Assembler(model=model)
+                assembler = _Assembler(model=model, priced=self._priced)
                 problem = assembler.take_message(response)
                 if problem is None:
                     return assembler
@@ -302,7 +310,8 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
             except (anthropic.AnthropicError, httpx2.TransportError) as exc:
                 error = self._error(exc, model, mode)
             else:
-                return OpenStream(stream=events, assembler=_Assembler(model=model))
+                assembler = _Assembler(model=model, priced=self._priced)
+                return OpenStream(stream=events, assembler=assembler)
             raise error
 
         async def call(
@@ -454,6 +463,8 @@ class _Assembler:
     """Collects a message's text, tool calls, stop reason and usage."""
 
     model: str
+    priced: bool = True
+    """Whether the model name is priced (``False``: another server's name means nothing)."""
     text: list[str] = field(default_factory=list)
     tool_calls: dict[int, _PendingToolCall] = field(default_factory=dict)
     stop_reason: str | None = None
@@ -556,7 +567,11 @@ class _Assembler:
             usage=Usage(
                 input_tokens=self.input_tokens,
                 output_tokens=self.output_tokens,
-                cost_usd=cost_usd(self.model, self.input_tokens, self.output_tokens),
+                cost_usd=(
+                    cost_usd(self.model, self.input_tokens, self.output_tokens)
+                    if self.priced
+                    else None
+                ),
                 calls=1,
             ),
             model=self.model,

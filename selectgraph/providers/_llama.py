@@ -96,7 +96,8 @@ class LlamaCppProvider:
     ``retry``.
 
     Usage counts the prompt tokens the model read and every token it sampled,
-    the end-of-turn token included; its cost is 0, since nothing is billed.
+    the end-of-turn token included. A local model has no price: each call's
+    ``cost_usd`` is ``None`` and it is counted in ``Usage.unpriced_calls``.
 
     Example:
         >>> provider = LlamaCppProvider(smollm2_model_path(), n_ctx=1024)  # doctest: +SKIP
@@ -471,7 +472,7 @@ class _Generation:
         usage = Usage(
             input_tokens=self.sampling.prompt_tokens,
             output_tokens=self.sampling.sampled,
-            cost_usd=0.0,
+            cost_usd=None,  # a local model: unpriced, never priced as another model
             calls=1,
         )
         return Completion(

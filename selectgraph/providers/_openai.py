@@ -133,6 +133,12 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
             with ``max_retries=0`` and is not closed by :meth:`aclose`.
         sleep: Awaitable sleep between retries, replaceable in tests.
         max_tokens_field: Which request field carries ``max_tokens``.
+        price_models: Price each call by the model name the server reports (see
+            :func:`~selectgraph.providers.cost_usd`). ``None``: only on OpenAI's own
+            API. A compatible server (vLLM, Ollama, llama.cpp's server) answers with
+            whatever name it was sent, so pricing it would bill a local model as the
+            OpenAI model of that name; its calls are unpriced (``cost_usd`` ``None``,
+            counted in ``Usage.unpriced_calls``) unless this is ``True``.
 
     Raises:
         ProviderRequestError: no API key was given or found and no ``base_url`` is set.
@@ -154,6 +160,7 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
         client: AsyncOpenAI | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         max_tokens_field: MaxTokensField = "auto",
+        price_models: bool | None = None,
     ) -> None:
         self.default_model = default_model
         """Model used when a request does not name one."""
@@ -186,10 +193,11 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
         self._secrets = tuple(
             s for s in (api_key, template.api_key, *url_secrets(self._base_url)) if s
         )
+        official = template.base_url.host.endswith("api.openai.com")
         if max_tokens_field == "auto":
-            official = template.base_url.host.endswith("api.openai.com")
             max_tokens_field = "max_completion_tokens" if official else "max_tokens"
         self._max_tokens_field: MaxTokensField = max_tokens_field
+        self._priced = official if price_models is None else price_models
 
     def count_tokens(self, messages: Sequence[Message], model: str | None = None) -> int:
         """Prompt tokens of ``messages``: exact for OpenAI models once tiktoken's encoding loads.
@@ -233,7 +241,9 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
             problem = _completion_problem(response)
             if problem is None:
                 assert isinstance(response, ChatCompletion)
-                assembler = _Assembler(model=getattr(response, "model", None) or model)
+                assembler = _Assembler(
+                    model=getattr(response, "model", None) or model, priced=self._priced
+                )
                 problem = assembler.take_completion(response)
                 if problem is None:
                     return assembler
@@ -271,7 +281,8 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
             except openai.OpenAIError as exc:
                 error = self._error(exc, model, mode)
             else:
-                return OpenStream(stream=chunks, assembler=_Assembler(model=model))
+                assembler = _Assembler(model=model, priced=self._priced)
+                return OpenStream(stream=chunks, assembler=assembler)
             raise error
 
         async def call(
@@ -424,6 +435,8 @@ class _Assembler:
     """Collects a completion's text, tool calls, finish reason and usage."""
 
     model: str
+    priced: bool = True
+    """Whether the model name is priced (``False``: a compatible server's name means nothing)."""
     text: list[str] = field(default_factory=list)
     tool_calls: dict[int, _PendingToolCall] = field(default_factory=dict)
     finish_reason: str | None = None
@@ -508,7 +521,7 @@ class _Assembler:
         latency_ms: float,
         structured_mode: StructuredMode | None = None,
     ) -> Completion:
-        """The finished completion, with usage priced for the model that answered."""
+        """The finished completion, with usage priced for the model that answered (if priced)."""
         text = "".join(self.text)
         calls = tuple(
             _tool_call(p.id, p.name, "".join(p.arguments))
@@ -533,7 +546,9 @@ class _Assembler:
             usage=Usage(
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
-                cost_usd=cost_usd(self.model, input_tokens, output_tokens),
+                cost_usd=(
+                    cost_usd(self.model, input_tokens, output_tokens) if self.priced else None
+                ),
                 calls=1,
             ),
             model=self.model,

@@ -49,7 +49,12 @@ async def openai_provider(
     server: FakeLLMServer, sleeps: RecordingSleep, retry: ProviderRetry
 ) -> AsyncIterator[OpenAIProvider]:
     provider = OpenAIProvider(
-        OPENAI_KEY, base_url=f"{server.base_url}/v1", retry=retry, sleep=sleeps, timeout=5.0
+        OPENAI_KEY,
+        base_url=f"{server.base_url}/v1",
+        retry=retry,
+        sleep=sleeps,
+        timeout=5.0,
+        price_models=True,  # the local server stands in for OpenAI's own API
     )
     async with provider:
         yield provider
@@ -60,7 +65,12 @@ async def anthropic_provider(
     server: FakeLLMServer, sleeps: RecordingSleep, retry: ProviderRetry
 ) -> AsyncIterator[AnthropicProvider]:
     provider = AnthropicProvider(
-        ANTHROPIC_KEY, base_url=server.base_url, retry=retry, sleep=sleeps, timeout=5.0
+        ANTHROPIC_KEY,
+        base_url=server.base_url,
+        retry=retry,
+        sleep=sleeps,
+        timeout=5.0,
+        price_models=True,  # the local server stands in for Anthropic's own API
     )
     async with provider:
         yield provider

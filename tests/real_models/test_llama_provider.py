@@ -53,7 +53,9 @@ async def test_count_tokens_is_what_the_call_reports_as_input(
     )
 
     assert counted == completion.usage.input_tokens
-    assert completion.usage.cost_usd == 0.0
+    # A local model is unpriced: never $0 passed off as a known price.
+    assert completion.usage.known_cost_usd is None
+    assert completion.usage.unpriced_calls == 1
     assert completion.model == "SmolLM2-135M-Instruct.Q4_1"
 
 
