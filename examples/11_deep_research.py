@@ -49,7 +49,12 @@ def main() -> None:
     parser.add_argument("--sections", type=int, default=3, help="sections at most")
     parser.add_argument("--iterations", type=int, default=3, help="research iterations a section")
     parser.add_argument("--max-tokens", type=int, default=None, help="token budget of the run")
-    parser.add_argument("--max-seconds", type=float, default=None, help="time budget, seconds")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=180.0,
+        help="time limit of the run, seconds (a deadline: the report is written by then)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the report here")
     args = parser.parse_args()
 
@@ -62,8 +67,10 @@ def main() -> None:
     usage = result.total_usage
     print(
         f"{len(result.sections)} section(s), {len(result.sources)} source(s), "
-        f"{usage.calls} model calls, {usage.total_tokens} tokens"
+        f"{usage.calls} model calls, {usage.total_tokens} tokens, quality {result.quality}"
     )
+    for reason in result.degraded_reasons:
+        print(f"  degraded: {reason}")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,10 @@ class ResearchBudget:
     """Research iterations per loop (each: think, find gaps, search)."""
     max_tokens: int | None = None
     """Tokens for the whole run (a deep run shares them among its sections)."""
-    max_seconds: float | None = None
-    """Wall-clock seconds for the whole run."""
+    max_seconds: float | None = 180.0
+    """Wall-clock seconds for the whole run (default 3 minutes; None: no limit). A
+    deadline: model calls and searches still running at it are cancelled, and the run
+    ends with a report of the evidence gathered, marked degraded."""
     reserve_tokens: int = 3000
     """Tokens kept for writing (per section, and for the synthesis)."""
     reserve_seconds: float = 20.0

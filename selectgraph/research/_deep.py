@@ -28,8 +28,9 @@ from selectgraph.core._sentinels import END
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.research._budget import ResearchBudget
-from selectgraph.research._iterative import LoopSettings, build_iterative_graph, research_agent
+from selectgraph.research._iterative import LoopSettings, bounded, build_iterative_graph
 from selectgraph.research._prompts import plan_prompt, synthesis_prompt
+from selectgraph.research._quality import report_warnings
 from selectgraph.research._report import render_report
 from selectgraph.research._state import (
     DeepState,
@@ -105,6 +106,7 @@ def build_deep_graph(
             "section_tokens": "token_budget",
             "time_reserve": "time_reserve",
             "question": "background",
+            "deadline": "deadline",
         },
         output_map={"sections_out": "sections"},
         next_node="synthesize",
@@ -141,9 +143,14 @@ def _add_plan(graph: AgentGraph, settings: LoopSettings, max_sections: int) -> N
             "section_tokens": budget.share(1, context.run_usage.total_tokens),
         }
 
+    # The outline leaves the sections' writers and the synthesis their time (at most
+    # half the run's: a budget smaller than the reserves still gets an outline).
+    plan_reserve = 2 * budget.reserve_seconds
+    if budget.max_seconds is not None:
+        plan_reserve = min(plan_reserve, budget.max_seconds / 2)
     graph.add_node(
         "plan",
-        research_agent(settings, "plan", _plan_model(max_sections)),
+        bounded(settings, "plan", _plan_model(max_sections), reserve=lambda data: plan_reserve),
         input_transform=plan_input,
         output_transform=plan_output,
     )
@@ -205,14 +212,17 @@ def _add_synthesis(graph: AgentGraph, settings: LoopSettings) -> None:
         synthesis = None if raw is None else as_models([raw], Synthesis)[0]
         sections = sorted(sections_of(state), key=lambda s: s.index)
         introduction = synthesis.introduction.strip() if synthesis else ""
+        missing = _missing(state, plan, sections)
         rendered = render_report(
             title=plan.title if plan and plan.title.strip() else question,
             sections=sections,
             introduction=introduction or _default_introduction(question, plan),
             conclusion=synthesis.conclusion if synthesis else "",
-            missing=_missing(state, plan, sections),
+            missing=missing,
         )
+        warnings = [*_frame_warnings(state), *report_warnings(sections, single=False), *missing]
         return {
+            "warnings": warnings,
             "markdown": rendered.markdown,
             "sources": rendered.sources,
             LAST_OUTPUT: rendered.markdown,
@@ -220,13 +230,32 @@ def _add_synthesis(graph: AgentGraph, settings: LoopSettings) -> None:
 
     graph.add_node(
         "synthesize",
-        research_agent(settings, "synthesize", Synthesis),
+        bounded(settings, "synthesize", Synthesis, reserve=lambda data: 0.0),
         input_transform=synthesize_input,
         output_transform=synthesize_output,
         next_node="assemble",
     )
     graph.add_edge("synthesize", "assemble", on="failure")  # a report without its frame
     graph.add_node("assemble", assemble, next_node=END)
+
+
+def _frame_warnings(state: GraphState) -> list[str]:
+    """Why the outline or the synthesis is not the model's (each failure's error)."""
+    failed = {str(e.get("node")): e for e in state.errors}
+    warnings = []
+    if "plan" in failed:
+        error = failed["plan"]
+        warnings.append(
+            f"The outline could not be made ({error.get('type')}: {error.get('error')}); "
+            "the question was researched as one section."
+        )
+    if "synthesize" in failed:
+        error = failed["synthesize"]
+        warnings.append(
+            "The introduction and conclusion could not be written "
+            f"({error.get('type')}: {error.get('error')})."
+        )
+    return warnings
 
 
 def _title(section: SectionPlan, index: int) -> str:

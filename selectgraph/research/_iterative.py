@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.providers._base import Provider
 from selectgraph.research._budget import ResearchBudget, budget_stop
+from selectgraph.research._deadline import Bounded, DeadlineReached, seconds_left
 from selectgraph.research._prompts import (
     INSTRUCTIONS,
     gap_prompt,
@@ -40,6 +42,7 @@ from selectgraph.research._prompts import (
     think_prompt,
     write_prompt,
 )
+from selectgraph.research._quality import section_warnings
 from selectgraph.research._report import render_report, section_report
 from selectgraph.research._search import SearchHit, SearchTool
 from selectgraph.research._state import (
@@ -54,7 +57,16 @@ from selectgraph.research._state import (
 )
 from selectgraph.routing._directives import Directive, goto
 
-__all__ = ["LoopSettings", "build_iterative_graph", "research_agent", "shown_evidence"]
+__all__ = [
+    "LoopSettings",
+    "bounded",
+    "build_iterative_graph",
+    "elapsed_of",
+    "research_agent",
+    "research_reserve",
+    "shown_evidence",
+    "write_reserve",
+]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -88,6 +100,47 @@ def research_agent(
         max_tokens=settings.max_output_tokens if schema is None else None,
     )
     return Agent(config, provider=settings.provider)
+
+
+def research_reserve(budget: ResearchBudget) -> Callable[[Mapping[str, Any]], float]:
+    """Seconds a research step (think, gap, select, search) leaves before the deadline."""
+
+    def reserve(data: Mapping[str, Any]) -> float:
+        kept = data.get("time_reserve")
+        return budget.reserve_seconds if kept is None else float(kept)
+
+    return reserve
+
+
+def write_reserve(budget: ResearchBudget) -> Callable[[Mapping[str, Any]], float]:
+    """Seconds the writer leaves before the deadline (a deep run's synthesis; else none)."""
+
+    def reserve(data: Mapping[str, Any]) -> float:
+        kept = data.get("time_reserve")
+        return 0.0 if kept is None else max(0.0, float(kept) - budget.reserve_seconds)
+
+    return reserve
+
+
+def bounded(
+    settings: LoopSettings,
+    role: str,
+    schema: type[BaseModel] | None = None,
+    reserve: Callable[[Mapping[str, Any]], float] | None = None,
+) -> Bounded:
+    """:func:`research_agent` for ``role``, its calls ending at the deadline less ``reserve``."""
+    budget = settings.budget
+    return Bounded(
+        research_agent(settings, role, schema), budget, reserve or research_reserve(budget)
+    )
+
+
+def elapsed_of(data: Mapping[str, Any], budget: ResearchBudget, context: NodeContext) -> float:
+    """Seconds of the run's time budget spent: measured from its deadline when it has one."""
+    deadline = data.get("deadline")
+    if deadline is None or budget.max_seconds is None:
+        return context.elapsed
+    return budget.max_seconds - (float(deadline) - time.time())
 
 
 def shown_evidence(state: GraphState, limit: int) -> list[Evidence]:
@@ -183,7 +236,7 @@ def _add_think_and_gap(graph: AgentGraph, settings: LoopSettings) -> None:
 
     graph.add_node(
         "think",
-        research_agent(settings, "think"),
+        bounded(settings, "think"),
         input_transform=think_input,
         output_transform=think_output,
         next_node="gap",
@@ -191,7 +244,7 @@ def _add_think_and_gap(graph: AgentGraph, settings: LoopSettings) -> None:
     )
     graph.add_node(
         "gap",
-        research_agent(settings, "gap", KnowledgeGap),
+        bounded(settings, "gap", KnowledgeGap),
         input_transform=gap_input,
         output_transform=gap_output,
         next_node="decide",
@@ -207,7 +260,8 @@ def _decide_node(budget: ResearchBudget) -> Callable[[GraphState, NodeContext], 
         # This loop's own calls, failed and re-asked ones included (a branch's own run).
         tokens = context.run_usage.total_tokens
         searched = bool(state.data.get("findings"))
-        mark = Mark(tokens=tokens, seconds=round(context.elapsed, 3))
+        elapsed = elapsed_of(state.data, budget, context)
+        mark = Mark(tokens=tokens, seconds=round(elapsed, 3))
         reason: str | None
         if state.data.get("complete") and searched:
             reason = "complete"
@@ -219,7 +273,7 @@ def _decide_node(budget: ResearchBudget) -> Callable[[GraphState, NodeContext], 
                 iteration=iteration,
                 spent_tokens=tokens,
                 token_limit=budget.max_tokens if own_limit is None else int(own_limit),
-                elapsed=context.elapsed,
+                elapsed=elapsed,
                 marks=[*as_models(state.data.get("marks"), Mark), mark],
                 reserve_seconds=None if reserve is None else float(reserve),
             )
@@ -274,28 +328,33 @@ def _add_select_and_search(
 
     graph.add_node(
         "select",
-        research_agent(settings, "select", selection),
+        bounded(settings, "select", selection),
         input_transform=select_input,
         output_transform=select_output,
         next_node="search",
     )
     graph.add_edge("select", "default_tasks", on="failure")
     graph.add_node("default_tasks", default_tasks, next_node="search")
-    graph.add_node("search", _search_node(tools, settings.results_per_search), next_node="think")
+    graph.add_node("search", _search_node(tools, settings), next_node="think")
 
 
 def _search_node(
-    tools: Mapping[str, SearchTool], results_per_search: int
+    tools: Mapping[str, SearchTool], settings: LoopSettings
 ) -> Callable[[GraphState, NodeContext], Awaitable[dict[str, Any]]]:
-    """The ``search`` node: run the selected searches at once, keep the findings and evidence."""
+    """The ``search`` node: run the selected searches at once, keep the findings and evidence.
+
+    Searches still running at the deadline (less the writer's reserve) are cancelled
+    and recorded as failed.
+    """
+    budget = settings.budget
+    reserve = research_reserve(budget)
 
     async def search(state: GraphState, context: NodeContext) -> dict[str, Any]:
         iteration = int(state.data.get("iteration", 0))
         question = str(state.data.get("question", ""))
         tasks = as_models(state.data.get("tasks"), ToolTask)
-        outcomes = await asyncio.gather(
-            *(_run_task(tools, task, question, results_per_search) for task in tasks)
-        )
+        left = seconds_left(state.data, budget, context.elapsed, reserve(state.data))
+        outcomes = await _run_tasks(tools, tasks, question, settings.results_per_search, left)
         findings: list[Finding] = []
         evidence: list[Evidence] = []
         for task, (query, hits, error) in zip(tasks, outcomes, strict=True):
@@ -357,19 +416,34 @@ def _add_write_and_report(graph: AgentGraph, settings: LoopSettings) -> None:
             failed = [e for e in state.errors if e.get("node") == "write"]
             if failed:
                 error = f"{failed[-1].get('type')}: {failed[-1].get('error')}"
+        shown = shown_evidence(state, limit)
+        warnings = section_warnings(
+            findings=as_models(state.data.get("findings"), Finding),
+            evidence=shown,
+            stop_reason=str(state.data.get("stop_reason", "")),
+            iterations=int(state.data.get("iteration", 0)),
+            cut=[
+                str(e.get("error"))
+                for e in state.errors
+                if e.get("type") == DeadlineReached.__name__ and e.get("node") != "write"
+            ],
+            writer_error=error,
+        )
         written = section_report(
             title=section or question,
             question=question,
             text=str(state.data.get("draft") or ""),
-            shown=shown_evidence(state, limit),
+            shown=shown,
             index=int(state.data.get("section_index", 0)),
             iterations=int(state.data.get("iteration", 0)),
             stop_reason=str(state.data.get("stop_reason", "")),
             tokens=context.run_usage.total_tokens,
             error=error,
+            warnings=warnings,
         )
         rendered = render_report(title=question, sections=[written], single=True)
         return {
+            "warnings": warnings,
             "report": written,
             "sections_out": [written],
             "markdown": rendered.markdown,
@@ -380,13 +454,35 @@ def _add_write_and_report(graph: AgentGraph, settings: LoopSettings) -> None:
 
     graph.add_node(
         "write",
-        research_agent(settings, "write"),
+        bounded(settings, "write", reserve=write_reserve(settings.budget)),
         input_transform=write_input,
         output_transform=write_output,
         next_node="report",
     )
     graph.add_edge("write", "report", on="failure")
     graph.add_node("report", report, next_node=END)
+
+
+async def _run_tasks(
+    tools: Mapping[str, SearchTool],
+    tasks: Sequence[ToolTask],
+    question: str,
+    limit: int,
+    seconds: float | None,
+) -> list[tuple[str, list[SearchHit], str | None]]:
+    """Run the searches at once; those unfinished after ``seconds`` are cancelled."""
+    runs = [asyncio.ensure_future(_run_task(tools, task, question, limit)) for task in tasks]
+    if runs:
+        await asyncio.wait(runs, timeout=None if seconds is None else max(0.0, seconds))
+    outcomes: list[tuple[str, list[SearchHit], str | None]] = []
+    for task, run in zip(tasks, runs, strict=True):
+        if run.done():
+            outcomes.append(await run)
+            continue
+        run.cancel()
+        query = task.query.strip() or task.gap.strip() or question
+        outcomes.append((query, [], "DeadlineReached: the search was cut at the run's time limit"))
+    return outcomes
 
 
 async def _run_task(

@@ -67,6 +67,7 @@ def section_report(
     stop_reason: str = "",
     tokens: int = 0,
     error: str | None = None,
+    warnings: Sequence[str] = (),
 ) -> SectionReport:
     """A section from the writer's ``text`` and the evidence it was ``shown`` (numbered from 1)."""
     ranked = sorted(range(len(shown)), key=lambda i: -shown[i].score)
@@ -81,6 +82,7 @@ def section_report(
         stop_reason=stop_reason,
         tokens=tokens,
         error=error,
+        warnings=list(warnings),
     )
 
 
@@ -136,8 +138,8 @@ def render_report(
                 local.setdefault(n, number_of(section.sources[n - 1]))
         if not single:
             parts.append(f"## {section.title}")
-        if section.error:
-            parts.append(f"> The writer failed ({section.error}); the evidence found follows.")
+        if section.warnings:
+            parts.append("\n>\n".join(f"> {warning}" for warning in section.warnings))
         if section.text:
             parts.append(renumber(section.text, local))
         quotes = [

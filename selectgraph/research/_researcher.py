@@ -12,6 +12,7 @@ from selectgraph.core._models import as_models
 from selectgraph.core._result import GraphResult
 from selectgraph.providers._base import Provider
 from selectgraph.research._budget import ResearchBudget
+from selectgraph.research._deadline import start_deadline
 from selectgraph.research._deep import build_deep_graph
 from selectgraph.research._iterative import LoopSettings, build_iterative_graph
 from selectgraph.research._search import SearchTool
@@ -45,10 +46,27 @@ class ResearchResult(GraphResult):
         """The sources the report cites: ``sources[n - 1]`` is ``[n]``."""
         return as_models(self.state.data.get("sources"), Evidence)
 
+    @property
+    def degraded_reasons(self) -> list[str]:
+        """Why the report is weaker than a clean one (empty when it is not).
+
+        No search made (a budget smaller than one iteration), searches failed, cut or
+        empty, research stopped by a budget or cut at the time limit, a writer, the
+        outline or the synthesis failed, sections left out. The report prints each.
+        """
+        return [str(reason) for reason in self.state.data.get("warnings") or ()]
+
     @classmethod
     def wrap(cls, result: GraphResult) -> ResearchResult:
-        """The research view of a research graph's result."""
-        return cls(**{name: getattr(result, name) for name in _FIELDS})
+        """The research view of a research graph's result.
+
+        A run that ended but whose report admits weaknesses (``degraded_reasons``) is
+        ``"degraded"``, not ``"clean"``.
+        """
+        values: dict[str, Any] = {name: getattr(result, name) for name in _FIELDS}
+        if values["quality"] == "clean" and result.state.data.get("warnings"):
+            values["quality"] = "degraded"
+        return cls(**values)
 
 
 def _settings(
@@ -73,6 +91,7 @@ def _settings(
 
 class _Research:
     graph: AgentGraph
+    settings: LoopSettings
 
     def graph_input(self, question: str | None, options: Mapping[str, Any] | None = None) -> Any:
         """The graph input a run of ``question`` starts from.
@@ -89,7 +108,11 @@ class _Research:
             )
         if not isinstance(question, str) or not question.strip():
             raise ValueError(f"the research question must be non-empty text, got {question!r}")
-        return {"question": question.strip()}
+        start: dict[str, Any] = {"question": question.strip()}
+        deadline = start_deadline(self.settings.budget)
+        if deadline is not None:
+            start["deadline"] = deadline  # max_seconds from now: a deadline every call keeps
+        return start
 
     def run(self, question: str | None = None, **options: Unpack[RunOptions]) -> ResearchResult:
         """Research ``question`` and return the report (blocking)."""

@@ -159,6 +159,9 @@ class SectionReport(BaseModel):
     """Tokens the loop spent."""
     error: str | None = None
     """Why the writer failed, when it did (the section then has its evidence only)."""
+    warnings: list[str] = []
+    """Why the section is weaker than a clean one: no search made, searches failed, cut
+    or empty, research stopped by a budget or the time limit, the writer failed."""
 
 
 class IterativeState(BaseModel):
@@ -180,6 +183,8 @@ class IterativeState(BaseModel):
     time_reserve: float | None = None
     """Seconds kept for writing after this loop (a deep run adds the synthesis);
     None: the ResearchBudget's ``reserve_seconds``."""
+    deadline: float | None = None
+    """When the run must end (seconds since the epoch; None: no time limit)."""
     iteration: int = 0
     """The current iteration (0-based)."""
     thoughts: Annotated[list[str], append] = []
@@ -210,6 +215,8 @@ class IterativeState(BaseModel):
     """The rendered report (a standalone loop)."""
     sources: list[Evidence] = []
     """The rendered report's sources: ``sources[n - 1]`` is what ``[n]`` cites."""
+    warnings: list[str] = []
+    """Why the report is degraded (empty when it is not)."""
 
 
 class DeepState(BaseModel):
@@ -219,6 +226,8 @@ class DeepState(BaseModel):
 
     question: str = ""
     """What the report answers (the run's input)."""
+    deadline: float | None = None
+    """When the run must end (seconds since the epoch; None: no time limit)."""
     plan: ReportPlan | None = None
     """The outline, once made."""
     sections: Annotated[list[SectionReport], append] = []
@@ -231,3 +240,5 @@ class DeepState(BaseModel):
     """The final report."""
     sources: list[Evidence] = []
     """The report's numbered sources, [1] first."""
+    warnings: list[str] = []
+    """Why the report is degraded, each section's reasons named by its title."""
