@@ -51,7 +51,10 @@ class AgentConfig:
     max_tool_iterations: int = 8
     """Model calls that may request tools before the agent must answer in text."""
     tool_choice: ToolChoice | None = None
-    """Tool-calling mode for the first call (``None``: provider default)."""
+    """Tool-calling mode for the first call (``None``: provider default): ``"auto"``,
+    ``"required"``, ``"none"``, or ``{"type": "function", "name": "calculator"}`` to make
+    the model call that tool. Later calls of the same answer are ``auto``, so the
+    model can answer from the tool's result."""
     output_schema: type[BaseModel] | None = None
     """Ask for JSON matching this model; the parsed instance is ``AgentResult.output``."""
     max_output_retries: int = 2

@@ -15,10 +15,12 @@ from selectgraph.core._errors import ProviderError, ProviderRequestError, Provid
 from selectgraph.providers._base import (
     Completion,
     CompletionRequest,
+    FunctionChoice,
     Provider,
     ResponseFormat,
     StreamChunk,
     StructuredMode,
+    ToolCallMode,
     ToolChoice,
     ToolSpec,
 )
@@ -28,6 +30,7 @@ from selectgraph.providers._local import LocalProvider, LocalReply, ScriptExhaus
 from selectgraph.providers._pricing import ModelPrice, cost_usd, price_for, register_price
 from selectgraph.providers._retry import ProviderRetry
 from selectgraph.providers._tokens import count_message_tokens, count_text_tokens, register_encoding
+from selectgraph.providers._tool_calls import ToolCallInvalid
 
 if TYPE_CHECKING:
     from selectgraph.providers._anthropic import AnthropicProvider
@@ -47,6 +50,7 @@ __all__ = [
     "AnthropicProvider",
     "Completion",
     "CompletionRequest",
+    "FunctionChoice",
     "LlamaCppProvider",
     "LocalProvider",
     "LocalReply",
@@ -63,6 +67,8 @@ __all__ = [
     "StreamChunk",
     "StructuredMode",
     "StructuredOutputRejected",
+    "ToolCallInvalid",
+    "ToolCallMode",
     "ToolChoice",
     "ToolSpec",
     "cost_usd",

@@ -46,7 +46,6 @@ from selectgraph.providers._base import (
     CompletionRequest,
     StreamChunk,
     StructuredMode,
-    ToolChoice,
 )
 from selectgraph.providers._deadline import DEFAULT_STREAM_IDLE_TIMEOUT, check_timeouts
 from selectgraph.providers._errors_map import (
@@ -60,6 +59,7 @@ from selectgraph.providers._pricing import cost_usd
 from selectgraph.providers._retry import ProviderRetry
 from selectgraph.providers._sdk import LoopClients, OpenStream, SDKProvider, elapsed_ms
 from selectgraph.providers._tokens import estimate_message_tokens
+from selectgraph.providers._tool_calls import check_tool_choice, forces_tool, named_tool
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
@@ -94,7 +94,7 @@ _FINISH_REASONS: dict[str, str] = {
     "pause_turn": "pause",
 }
 
-_TOOL_CHOICES: dict[ToolChoice, ToolChoiceParam] = {
+_TOOL_CHOICES: dict[str, ToolChoiceParam] = {
     "auto": {"type": "auto"},
     "required": {"type": "any"},
     "none": {"type": "none"},
@@ -239,11 +239,19 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
     async def complete(self, request: CompletionRequest) -> Completion:
         """Run one Messages API call, retrying transient failures.
 
+        A ``required`` or named ``tool_choice`` the server refuses or ignores
+        falls back to a prompted JSON tool call (``Completion.tool_mode``).
+
         Raises:
             ProviderRetryableError: a transient failure survived every retry.
-            ProviderRequestError: the request cannot succeed as sent, or the
+            ProviderRequestError: the request cannot succeed as sent (a named
+                tool_choice for a tool it does not offer included), or the
                 server's reply is not a message.
         """
+        return await self._complete_with_tools(request, self._complete_once)
+
+    async def _complete_once(self, request: CompletionRequest) -> Completion:
+        """One completion (structured-output fallback and retries included)."""
         started = time.perf_counter()
         model = request.model or self.default_model
 
@@ -297,6 +305,14 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
                 the stream broke (or was cut short) after text was yielded.
             ProviderRequestError: the request cannot succeed as sent.
         """
+        if forces_tool(request) or (self._prompted_tools and request.tools):
+            # A tool call has no text to stream; complete() handles its fallbacks.
+            completion = await self.complete(request)
+            if completion.message.text and not completion.message.tool_calls:
+                yield StreamChunk(delta=completion.message.text)
+            yield StreamChunk(completion=completion)
+            return
+        check_tool_choice(request, self.name)
         started = time.perf_counter()
         model = request.model or self.default_model
 
@@ -381,7 +397,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
                 for t in request.tools
             ]
             if request.tool_choice is not None:
-                args["tool_choice"] = _TOOL_CHOICES[request.tool_choice]
+                args["tool_choice"] = _tool_choice_param(request)
         extra: dict[str, object] = dict(request.extra)
         if request.response_format is not None and mode == "instructions":
             args["system"] = _with_schema_instructions(
@@ -442,6 +458,13 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
             )
         message = f"anthropic: request for model {model!r} failed: {type(exc).__name__}: {exc}"
         return ProviderRequestError(redact(message, self._secrets), provider=self.name)
+
+
+def _tool_choice_param(request: CompletionRequest) -> ToolChoiceParam:
+    name = named_tool(request.tool_choice)
+    if name is not None:
+        return {"type": "tool", "name": name}
+    return _TOOL_CHOICES[str(request.tool_choice)]
 
 
 async def _close_client(client: AsyncAnthropic) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from selectgraph.core._messages import Message
 from selectgraph.core._usage import Usage
@@ -12,10 +12,12 @@ from selectgraph.core._usage import Usage
 __all__ = [
     "Completion",
     "CompletionRequest",
+    "FunctionChoice",
     "Provider",
     "ResponseFormat",
     "StreamChunk",
     "StructuredMode",
+    "ToolCallMode",
     "ToolChoice",
     "ToolSpec",
 ]
@@ -56,12 +58,33 @@ StructuredMode = Literal["json_schema", "json_object", "instructions"]
   schema, and the caller validates (agents re-ask on a mismatch).
 """
 
-ToolChoice = Literal["auto", "required", "none"]
-"""Whether the model may, must, or must not call a tool.
+
+class FunctionChoice(TypedDict):
+    """A named tool choice: the model must call this one tool."""
+
+    type: Literal["function"]
+    """Always ``"function"``."""
+    name: str
+    """The tool to call; it must be among the request's tools."""
+
+
+ToolChoice = Literal["auto", "required", "none"] | FunctionChoice
+"""Whether the model may, must, or must not call a tool, or which one it must call.
 
 - ``"auto"``: the model decides.
 - ``"required"``: the model must call some tool.
 - ``"none"``: the model must answer in text.
+- ``{"type": "function", "name": "calculator"}``: the model must call that tool.
+"""
+
+ToolCallMode = Literal["native", "grammar", "prompted"]
+"""How a provider got a tool call from the model when the request required one.
+
+- ``"native"``: the API's own tool calling (``tool_choice`` sent as asked).
+- ``"grammar"``: a local model sampled under a grammar built from the tools' schemas.
+- ``"prompted"``: the server refused or ignored the choice; the model was asked
+  for the call as JSON text, which was repaired, validated against the tool's
+  schema, and re-asked once when invalid.
 """
 
 
@@ -109,6 +132,8 @@ class Completion:
     """Wall time of the call, retries included."""
     structured_mode: StructuredMode | None = None
     """How structured output was requested, when the request had a response_format."""
+    tool_mode: ToolCallMode | None = None
+    """How a required (or named) tool call was obtained, when the request forced one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

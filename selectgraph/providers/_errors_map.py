@@ -74,7 +74,7 @@ _SECRET_PARAM = re.compile(rf"(?i){_SECRET_PARAM_NAME}")
 # response_format with HTTP 500).
 _NAMES_RESPONSE_FORMAT = re.compile(r"(?i)response_format|json_schema|json_object")
 _NAMES_REQUEST_FIELD = re.compile(
-    r"(?i)response_format|json_schema|json_object|validation error|unprocessable|"
+    r"(?i)response_format|json_schema|json_object|tool_choice|validation error|unprocessable|"
     r"unrecognized (?:request )?(?:argument|field)|extra fields? not permitted|"
     r"input should be"
 )

@@ -55,6 +55,7 @@ from selectgraph.providers._pricing import cost_usd
 from selectgraph.providers._retry import ProviderRetry
 from selectgraph.providers._sdk import LoopClients, OpenStream, SDKProvider, elapsed_ms
 from selectgraph.providers._tokens import count_message_tokens, count_text_tokens
+from selectgraph.providers._tool_calls import check_tool_choice, forces_tool, named_tool
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
@@ -209,11 +210,19 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
     async def complete(self, request: CompletionRequest) -> Completion:
         """Run one chat completion, retrying transient failures.
 
+        A ``required`` or named ``tool_choice`` the server refuses or ignores
+        falls back to a prompted JSON tool call (``Completion.tool_mode``).
+
         Raises:
             ProviderRetryableError: a transient failure survived every retry.
-            ProviderRequestError: the request cannot succeed as sent, or the
+            ProviderRequestError: the request cannot succeed as sent (a named
+                tool_choice for a tool it does not offer included), or the
                 server's reply is not a chat completion.
         """
+        return await self._complete_with_tools(request, self._complete_once)
+
+    async def _complete_once(self, request: CompletionRequest) -> Completion:
+        """One completion (structured-output fallback and retries included)."""
         started = time.perf_counter()
         model = request.model or self.default_model
 
@@ -265,6 +274,14 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
                 the stream broke (or was cut short) after text was yielded.
             ProviderRequestError: the request cannot succeed as sent.
         """
+        if forces_tool(request) or (self._prompted_tools and request.tools):
+            # A tool call has no text to stream; complete() handles its fallbacks.
+            completion = await self.complete(request)
+            if completion.message.text and not completion.message.tool_calls:
+                yield StreamChunk(delta=completion.message.text)
+            yield StreamChunk(completion=completion)
+            return
+        check_tool_choice(request, self.name)
         started = time.perf_counter()
         model = request.model or self.default_model
         include_usage: ChatCompletionStreamOptionsParam = {"include_usage": True}
@@ -345,7 +362,7 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
                 _tool_param(t.name, t.description, t.parameters) for t in request.tools
             ]
             if request.tool_choice is not None:
-                args["tool_choice"] = request.tool_choice
+                args["tool_choice"] = _tool_choice_param(request)
         extra: dict[str, object] = dict(request.extra)
         response_format = request.response_format
         if response_format is not None and mode == "json_schema":
@@ -629,9 +646,12 @@ def _message_param(message: Message, index: int) -> ChatCompletionMessageParam:
             user["name"] = name
         return user
     if message.role is Role.ASSISTANT:
-        assistant: ChatCompletionAssistantMessageParam = {"role": "assistant"}
-        if message.content is not None or not message.tool_calls:
-            assistant["content"] = message.text
+        # Content goes even when empty: chat templates of compatible servers
+        # (llama.cpp's) fail with HTTP 500 on an assistant message without it.
+        assistant: ChatCompletionAssistantMessageParam = {
+            "role": "assistant",
+            "content": message.text,
+        }
         if message.tool_calls:
             assistant["tool_calls"] = [_tool_call_param(c) for c in message.tool_calls]
         if name:
@@ -655,6 +675,15 @@ def _tool_call_param(call: ToolCall) -> ChatCompletionMessageFunctionToolCallPar
         "type": "function",
         "function": {"name": call.name, "arguments": arguments},
     }
+
+
+def _tool_choice_param(request: CompletionRequest) -> ChatCompletionToolChoiceOptionParam:
+    name = named_tool(request.tool_choice)
+    if name is not None:
+        return {"type": "function", "function": {"name": name}}
+    choice = request.tool_choice
+    assert isinstance(choice, str)
+    return choice
 
 
 def _tool_param(

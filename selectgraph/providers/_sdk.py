@@ -40,6 +40,7 @@ from selectgraph.providers._errors_map import (
     redact_url,
 )
 from selectgraph.providers._retry import ProviderRetry, call_with_retries
+from selectgraph.providers._tool_fallback import ToolChoiceFallback
 
 __all__ = ["LoopClients", "OpenStream", "SDKProvider", "elapsed_ms"]
 
@@ -161,7 +162,7 @@ class LoopClients(Generic[C]):
                 closing.close()
 
 
-class SDKProvider(ABC, Generic[C, S]):
+class SDKProvider(ToolChoiceFallback, ABC, Generic[C, S]):
     """Base of providers that wrap a vendor SDK client.
 
     Subclasses set ``_clients`` (or ``_shared_client`` for a client the caller
@@ -171,7 +172,9 @@ class SDKProvider(ABC, Generic[C, S]):
 
     Structured output falls back through ``structured_modes`` (best first): when
     a server refuses one mode, the request is sent again in the next, and the
-    mode that worked is remembered for later requests.
+    mode that worked is remembered for later requests. A required or named tool
+    choice the server refuses or ignores falls back to a prompted JSON tool call
+    (see :mod:`selectgraph.providers._tool_fallback`).
     """
 
     name: str

@@ -93,6 +93,7 @@ async def test_openai_tool_loop_round_trip(
         {"role": "user", "content": "Weather in Paris?"},
         {
             "role": "assistant",
+            "content": "",  # sent empty: llama.cpp's templates fail without it
             "name": "weather",
             "tool_calls": [
                 {

@@ -116,6 +116,7 @@ async def test_conversation_with_tool_round_trip_is_sent_in_chat_format(
         {
             # "weather agent" is not a valid participant name for the API, so it is not sent.
             "role": "assistant",
+            "content": "",  # sent empty: llama.cpp's templates fail without it
             "tool_calls": [
                 {
                     "id": "call_1",
