@@ -427,6 +427,11 @@ def _add_write_and_report(graph: AgentGraph, settings: LoopSettings) -> None:
                 for e in state.errors
                 if e.get("type") == DeadlineReached.__name__ and e.get("node") != "write"
             ],
+            failed_steps=[
+                (str(e.get("node")), f"{e.get('type')}: {e.get('error')}")
+                for e in state.errors
+                if e.get("type") != DeadlineReached.__name__ and e.get("node") != "write"
+            ],
             writer_error=error,
         )
         written = section_report(

@@ -31,6 +31,7 @@ def section_warnings(
     stop_reason: str,
     iterations: int,
     cut: Sequence[str] = (),
+    failed_steps: Sequence[tuple[str, str]] = (),
     writer_error: str | None = None,
 ) -> list[str]:
     """Why one research loop's section is weaker than a clean run's (empty when it is not).
@@ -41,6 +42,8 @@ def section_warnings(
         stop_reason: Why the loop stopped researching.
         iterations: Research iterations run.
         cut: Errors of model calls cut or skipped at the deadline.
+        failed_steps: ``(node, error)`` of the other steps that failed and were gone
+            on without (a model's answer that never fit its schema, say).
         writer_error: Why the writer failed, when it did.
     """
     warnings: list[str] = []
@@ -66,6 +69,12 @@ def section_warnings(
             )
     if cut:
         warnings.append(f"The time limit cut {len(cut)} model call(s) (first: {cut[0]}).")
+    by_node: dict[str, list[str]] = {}
+    for node, error in failed_steps:
+        by_node.setdefault(node, []).append(error)
+    for node, errors in by_node.items():
+        times = f" {len(errors)} times" if len(errors) > 1 else ""
+        warnings.append(f"The {node!r} step failed{times} and was gone on without ({errors[0]}).")
     if writer_error:
         warnings.append(f"The writer failed ({writer_error}); the evidence found follows.")
     return warnings

@@ -145,3 +145,19 @@ def test_a_deep_report_names_each_degraded_section() -> None:
     for section in result.sections:
         heading = f"## {section.title}\n\n> The search failed"
         assert heading in result.markdown
+
+
+def test_a_step_that_failed_and_was_gone_on_without_is_named() -> None:
+    model = ResearchModel(gaps=lambda section, n: {"not": "a gap analysis"})
+    research = IterativeResearch(
+        tools=[LocalCorpusSearch(CORPUS)],
+        provider=model.provider(),
+        budget=ResearchBudget(max_iterations=1),
+    )
+    result = research.run(QUESTION)
+
+    assert result.sources
+    assert result.quality == "degraded"
+    [reason] = result.degraded_reasons
+    assert reason.startswith("The 'gap' step failed 2 times and was gone on without (Agent")
+    assert f"> {reason}" in result.markdown
