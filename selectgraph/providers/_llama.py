@@ -24,8 +24,19 @@ from typing import TYPE_CHECKING, Any
 from selectgraph.core._errors import ProviderError, ProviderRequestError, ProviderRetryableError
 from selectgraph.core._messages import Message, Role
 from selectgraph.core._usage import Usage
-from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk
+from selectgraph.providers._base import Completion, CompletionRequest, StreamChunk, ToolSpec
 from selectgraph.providers._retry import ProviderRetry, call_with_retries
+from selectgraph.providers._tool_calls import (
+    ToolCallInvalid,
+    call_schema,
+    check_tool_choice,
+    chosen_tools,
+    forces_tool,
+    parse_tool_call,
+    text_history,
+    tool_instructions,
+    with_system,
+)
 
 if TYPE_CHECKING:
     import os
@@ -84,9 +95,12 @@ class LlamaCppProvider:
     Chat, streaming, stop sequences and usage work with any GGUF chat model;
     structured output (``response_format``) is enforced while sampling, by a
     llama.cpp grammar compiled from the JSON schema, so even a tiny model
-    answers with JSON of the right shape. Tool calling is not supported: a
-    request that offers tools (other than with ``tool_choice="none"``) fails
-    with :class:`ProviderRequestError`.
+    answers with JSON of the right shape. Tool calls work the same way: with
+    ``tool_choice="required"`` or a named choice, the model is shown the tools
+    and samples under a grammar built from their JSON schemas, so it writes one
+    valid call (``Completion.tool_mode == "grammar"``). With ``"auto"`` (or no
+    choice) it answers in text; earlier tool calls and results are shown to it as
+    plain text, so it can answer from them.
 
     Failures are reported like the other providers': a request that cannot
     succeed (a prompt longer than ``n_ctx``, a schema llama.cpp cannot turn into
@@ -291,6 +305,10 @@ class LlamaCppProvider:
             ProviderRetryableError: llama.cpp failed on every attempt.
             ProviderRequestError: the request cannot succeed as sent.
         """
+        if forces_tool(request):
+            # A tool call is JSON for the caller, not text to show as it arrives.
+            yield StreamChunk(completion=await self.complete(request))
+            return
         started = time.perf_counter()
         arguments = self._arguments(request)
 
@@ -325,17 +343,15 @@ class LlamaCppProvider:
     def _arguments(self, request: CompletionRequest) -> dict[str, Any]:
         """The keyword arguments of ``create_chat_completion`` for ``request``."""
         self._live()
-        if request.tools and request.tool_choice != "none":
-            names = ", ".join(t.name for t in request.tools)
-            raise ProviderRequestError(
-                f"{self.name}: the in-process provider cannot call tools (the request "
-                f"offers: {names}); give the agent no tools, or use a provider that "
-                "supports tool calling",
-                provider=self.name,
-            )
+        check_tool_choice(request, self.name)
+        messages = text_history(request.messages) if request.tools else request.messages
+        calling: tuple[ToolSpec, ...] = ()
+        if forces_tool(request):
+            calling = chosen_tools(request)
+            messages = with_system(messages, tool_instructions(calling, forced=True))
         extra = dict(request.extra)
         arguments: dict[str, Any] = {
-            "messages": [_message_dict(m) for m in request.messages],
+            "messages": [_message_dict(m) for m in messages],
             "model": self.default_model,
             "logit_bias": _logit_bias(extra.pop("logit_bias", None), self._llama.n_vocab()),
         }
@@ -347,7 +363,11 @@ class LlamaCppProvider:
             arguments["stop"] = list(request.stop)
         if self._seed is not None:
             arguments["seed"] = self._seed
-        if request.response_format is not None:
+        if calling:
+            # The call's schema as a grammar: even a tiny model writes a valid call.
+            arguments["grammar"] = self._grammar(call_schema(calling))
+            arguments["tool_calls_of"] = calling
+        elif request.response_format is not None:
             arguments["grammar"] = self._grammar(request.response_format.json_schema)
         # Sampling options (top_p, repeat_penalty, ...) pass through as llama.cpp names them.
         arguments.update(extra)
@@ -433,6 +453,7 @@ class _Generation:
     worker: threading.Thread = field(init=False)
     text: list[str] = field(init=False, default_factory=list)
     finish_reason: str | None = field(init=False, default=None)
+    calling: tuple[ToolSpec, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -440,6 +461,7 @@ class _Generation:
         # A copy: the caller's arguments serve every retry of the call.
         self.arguments = dict(self.arguments)
         self.sampling = _Sampling(bias=self.arguments.pop("logit_bias"))
+        self.calling = self.arguments.pop("tool_calls_of", ())
         self.worker = threading.Thread(target=self._work, name="selectgraph-llama", daemon=True)
         self.worker.start()
 
@@ -468,21 +490,42 @@ class _Generation:
         self.worker.join()
 
     def completion(self, *, latency_ms: float) -> Completion:
-        """The finished answer, with the tokens the model read and sampled."""
+        """The finished answer, with the tokens the model read and sampled.
+
+        Raises:
+            ToolCallInvalid: the request required a tool call and the text is not one.
+        """
         usage = Usage(
             input_tokens=self.sampling.prompt_tokens,
             output_tokens=self.sampling.sampled,
             cost_usd=None,  # a local model: unpriced, never priced as another model
             calls=1,
         )
+        text = "".join(self.text)
+        message = Message.assistant(text)
+        finish_reason = self.finish_reason
+        if self.calling:
+            call, problem = parse_tool_call(text, self.calling)
+            if call is None:
+                name = self.provider.name
+                raise ToolCallInvalid(
+                    f"{name}: the model's tool call is not valid ({problem}); raise "
+                    "max_tokens if the call was cut off",
+                    provider=name,
+                )
+            message = Message.assistant(None, tool_calls=(call,))
+            finish_reason = "tool_calls"
         return Completion(
-            message=Message.assistant("".join(self.text)),
+            message=message,
             usage=usage,
             model=self.provider.default_model,
-            finish_reason=self.finish_reason,
+            finish_reason=finish_reason,
             latency_ms=latency_ms,
             # The grammar holds sampling to the schema: the strongest of the modes.
-            structured_mode="json_schema" if "grammar" in self.arguments else None,
+            structured_mode=(
+                "json_schema" if "grammar" in self.arguments and not self.calling else None
+            ),
+            tool_mode="grammar" if self.calling else None,
         )
 
     # The methods below run on the worker thread.

@@ -180,22 +180,38 @@ def _schema_problem(arguments: dict[str, Any], schema: dict[str, Any]) -> str:
 def text_history(messages: Sequence[Message]) -> tuple[Message, ...]:
     """``messages`` with tool calls and results written as plain text.
 
-    For a model that has no tool-calling format of its own: each call becomes the
-    JSON the model was asked to write, and each result a user message saying what
-    the tool returned.
+    For a model that has no tool-calling format of its own. Each result becomes
+    a user message stating the call and what it returned, followed by the question
+    it serves (``multiply(a=6, b=7) returned 42. Use this result to answer: ...``);
+    the assistant's call itself is dropped, since a small model shown its own JSON
+    call tends to write it again instead of answering.
     """
     out: list[Message] = []
+    calls: dict[str, ToolCall] = {}
+    question = ""
     for message in messages:
+        if message.role is Role.USER:
+            question = message.text
         if message.role is Role.ASSISTANT and message.tool_calls:
-            calls = [{"name": c.name, "arguments": dict(c.arguments)} for c in message.tool_calls]
-            text = "\n".join(json.dumps(c, ensure_ascii=False) for c in calls)
-            out.append(Message.assistant(text, name=message.name))
+            calls.update((call.id, call) for call in message.tool_calls)
+            if message.text:
+                out.append(Message.assistant(message.text, name=message.name))
         elif message.role is Role.TOOL:
+            call = calls.get(message.tool_call_id or "")
+            shown = _call_text(call) if call is not None else (message.name or "the tool")
             verb = "failed" if message.is_error else "returned"
-            out.append(Message.user(f"The tool {message.name or 'call'} {verb}: {message.text}"))
+            ask = f" Use this result to answer: {question}" if question else ""
+            out.append(Message.user(f"{shown} {verb} {message.text}.{ask}"))
         else:
             out.append(message)
     return tuple(out)
+
+
+def _call_text(call: ToolCall) -> str:
+    arguments = ", ".join(
+        f"{name}={json.dumps(value, ensure_ascii=False)}" for name, value in call.arguments.items()
+    )
+    return f"{call.name}({arguments})"
 
 
 def is_tool_choice_rejection(status: int | None, message: str) -> bool:

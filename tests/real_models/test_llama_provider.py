@@ -139,7 +139,7 @@ async def test_a_prompt_longer_than_the_context_fails_without_retrying(gguf_path
     assert sleeps.delays == []
 
 
-async def test_offering_tools_is_refused_before_generating(
+async def test_tools_offered_with_auto_get_a_text_answer_and_a_bad_named_choice_is_refused(
     llama_provider: LlamaCppProvider,
 ) -> None:
     tool = ToolSpec(name="lookup", description="Look a word up.", parameters={"type": "object"})
@@ -147,18 +147,18 @@ async def test_offering_tools_is_refused_before_generating(
         model="", messages=(Message.user("Define owl."),), tools=(tool,), max_tokens=4
     )
 
-    with pytest.raises(ProviderRequestError, match="lookup"):
-        await llama_provider.complete(request)
+    # Without a forced choice the model answers in text (tool calls: see test_tool_calls.py).
+    assert (await llama_provider.complete(request)).message.text
 
-    # With tool_choice="none" the tools are simply not offered.
-    allowed = CompletionRequest(
+    wrong = CompletionRequest(
         model="",
         messages=request.messages,
         tools=(tool,),
-        tool_choice="none",
+        tool_choice={"type": "function", "name": "define"},
         max_tokens=4,
     )
-    assert (await llama_provider.complete(allowed)).message.text
+    with pytest.raises(ProviderRequestError, match=r"'define'.*lookup"):
+        await llama_provider.complete(wrong)
 
 
 async def test_a_schema_llama_cpp_cannot_compile_is_a_request_error(
