@@ -1,29 +1,31 @@
-"""The research loop and a supervisor on a real model (SmolLM2-135M, in-process).
+"""The research graphs and the supervisors on a real model (SmolLM2-135M, in-process).
 
 The model is tiny, so these tests check that the machinery holds with a model that
 really generates (grammar-constrained JSON for every structured answer, prose
-elsewhere), not what it writes.
+elsewhere), not what it writes: every supervisor strategy ends with an answer (or
+says why it fell back), and every research run keeps its time limit (the deadline
+plus 5 seconds, the issue's bound) and reports what it gathered. Each test keeps
+its budgets small so the whole tier stays well under 10 minutes on two cores.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from selectgraph import (
-    Agent,
-    AgentConfig,
-    SupervisorAgent,
-    SupervisorError,
-    SupervisorResult,
-    SupervisorStrategy,
-)
+from selectgraph import Agent, AgentConfig, SupervisorAgent, SupervisorStrategy
 from selectgraph.providers._llama import LlamaCppProvider
-from selectgraph.research import IterativeResearch, LocalCorpusSearch, ResearchBudget
+from selectgraph.research import DeepResearch, IterativeResearch, LocalCorpusSearch, ResearchBudget
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "research_corpus"
+QUESTION = "What is the round-trip efficiency of pumped hydro storage?"
+OVERSHOOT = 5.0
+"""Seconds past its time limit a research run may take (issue 22)."""
 
 
 @pytest.fixture(scope="module")
@@ -33,56 +35,143 @@ def roomy_provider(gguf_path: Path) -> Iterator[LlamaCppProvider]:
         yield provider
 
 
-CORPUS = Path(__file__).resolve().parents[2] / "examples" / "research_corpus"
+# ---------------------------------------------------------------------------- supervisors
+@pytest.mark.parametrize("strategy", list(SupervisorStrategy))
+def test_each_supervisor_strategy_finishes_a_two_member_task(
+    strategy: SupervisorStrategy, roomy_provider: LlamaCppProvider
+) -> None:
+    team = {
+        "poet": Agent(
+            AgentConfig(name="poet", instructions="Write one line of verse.", max_tokens=30),
+            provider=roomy_provider,
+        ),
+        "critic": Agent(
+            AgentConfig(
+                name="critic", instructions="Improve the line you are given.", max_tokens=30
+            ),
+            provider=roomy_provider,
+        ),
+    }
+    # MAGENTIC asks for a progress ledger before every turn and once more to finish:
+    # one round (one member's turn) keeps it near 30 s on two cores; the others take two.
+    supervisor = SupervisorAgent(
+        agents=team,
+        provider=roomy_provider,
+        strategy=strategy,
+        max_rounds=1 if strategy is SupervisorStrategy.MAGENTIC else 2,
+        max_stalls=2,
+        call_max_tokens=200,
+        call_timeout=30.0,
+    )
+    result = supervisor.run("Write one line about the sea.")
+
+    assert result.stop_reason == "end"
+    assert result.turns, "no member worked"
+    assert all(turn.agent in team for turn in result.turns)
+    assert isinstance(result.content, str)
+    assert result.content.strip(), "no usable answer"
+    if result.quality != "clean":
+        # Whatever the small model got wrong is said, never raised.
+        assert result.degraded_reasons
+    assert result.total_usage.calls >= len(result.turns) + 1
 
 
+# ------------------------------------------------------------------------------- research
 def test_a_research_loop_on_a_real_model_writes_a_cited_report(
     llama_provider: LlamaCppProvider,
 ) -> None:
     research = IterativeResearch(
         tools=[LocalCorpusSearch(CORPUS)],
         provider=llama_provider,
-        budget=ResearchBudget(max_iterations=1),
+        budget=ResearchBudget(max_iterations=1, max_seconds=40.0, reserve_seconds=15.0),
         max_evidence=3,
         max_output_tokens=60,
     )
-    result = research.run("What is the round-trip efficiency of pumped hydro storage?")
+    started = time.perf_counter()
+    result = research.run(QUESTION)
+    elapsed = time.perf_counter() - started
 
+    print(f"\nwall time {elapsed:.2f} s for a 40 s time limit")  # for the closing note
+    assert elapsed <= 40.0 + OVERSHOOT
     assert result.stop_reason == "end"
     assert result.node_order[-2:] == ["write", "report"]
     assert result.sources
     assert all((CORPUS / source.source_id).is_file() for source in result.sources)
     assert "## Sources" in result.markdown
     [section] = result.sections
-    assert section.text  # the model wrote something
-    assert result.total_usage.calls >= 4
+    assert section.text or section.error  # the model wrote, or the report says why not
+    assert result.total_usage.calls >= 3
+    if result.quality != "clean":
+        assert result.degraded_reasons
 
 
-def test_a_dynamic_supervisor_on_a_real_model(roomy_provider: LlamaCppProvider) -> None:
-    team = {
-        name: Agent(AgentConfig(name=name, max_tokens=30), provider=roomy_provider)
-        for name in ("poet", "critic")
-    }
-    supervisor = SupervisorAgent(
-        agents=team,
-        provider=roomy_provider,
-        strategy=SupervisorStrategy.DYNAMIC,
-        max_rounds=2,
-        call_max_tokens=300,
+def test_the_iterative_graph_keeps_a_small_time_budget(llama_provider: LlamaCppProvider) -> None:
+    limit = 15.0
+    research = IterativeResearch(
+        tools=[LocalCorpusSearch(CORPUS)],
+        provider=llama_provider,
+        budget=ResearchBudget(max_iterations=5, max_seconds=limit, reserve_seconds=5.0),
+        max_evidence=3,
+        max_output_tokens=80,
     )
-    outcome: SupervisorResult | SupervisorError
-    try:
-        outcome = supervisor.run("Write one line about the sea.")
-    except SupervisorError as error:
-        outcome = error
-    if isinstance(outcome, SupervisorError):
-        # This model often rambles inside a JSON string until the token limit cuts the
-        # answer: the run then ends with the documented error, its state kept.
-        assert "did not validate, even after re-asking" in str(outcome)
-        assert outcome.node == "route"
-        assert outcome.result is not None
-        return
-    assert outcome.stop_reason == "end"
-    assert all(turn.agent in team for turn in outcome.turns)
-    assert outcome.rounds <= 2
-    assert outcome.total_usage.calls >= 1
+    started = time.perf_counter()
+    result = research.run(QUESTION)
+    elapsed = time.perf_counter() - started
+
+    print(f"\nwall time {elapsed:.2f} s for a {limit} s time limit")  # for the closing note
+    assert elapsed <= limit + OVERSHOOT, f"{elapsed:.1f} s for a {limit} s budget"
+    assert result.stop_reason == "end"
+    assert result.markdown.startswith("# ")
+    if result.quality != "clean":
+        assert result.degraded_reasons
+        assert all(f"> {reason}" in result.markdown for reason in result.degraded_reasons)
+
+
+def test_the_deep_graph_keeps_a_small_time_budget(llama_provider: LlamaCppProvider) -> None:
+    limit = 30.0
+    research = DeepResearch(
+        tools=[LocalCorpusSearch(CORPUS)],
+        provider=llama_provider,
+        budget=ResearchBudget(max_iterations=2, max_seconds=limit, reserve_seconds=6.0),
+        max_sections=2,
+        max_evidence=3,
+        max_output_tokens=60,
+    )
+    started = time.perf_counter()
+    result = research.run("How do batteries compare with pumped hydro?")
+    elapsed = time.perf_counter() - started
+
+    print(f"\nwall time {elapsed:.2f} s for a {limit} s time limit")  # for the closing note
+    assert elapsed <= limit + OVERSHOOT, f"{elapsed:.1f} s for a {limit} s budget"
+    assert result.stop_reason == "end"
+    assert result.markdown.startswith("# ")
+    assert result.sections or result.degraded_reasons
+    if result.quality != "clean":
+        assert result.degraded_reasons
+
+
+def test_a_run_is_cancelled_at_its_deadline_mid_call(llama_provider: LlamaCppProvider) -> None:
+    # 800 tokens of thinking take this model about ten seconds: the 2 s limit cuts the
+    # call while it generates, and the run reports the (empty) research honestly.
+    limit = 2.0
+    research = IterativeResearch(
+        tools=[LocalCorpusSearch(CORPUS)],
+        provider=llama_provider,
+        budget=ResearchBudget(max_iterations=2, max_seconds=limit, reserve_seconds=0.5),
+        max_output_tokens=800,
+    )
+    started = time.perf_counter()
+    result = research.run(QUESTION)
+    elapsed = time.perf_counter() - started
+
+    print(f"\nwall time {elapsed:.2f} s for a {limit} s time limit")  # for the closing note
+    assert elapsed <= limit + OVERSHOOT, f"{elapsed:.1f} s for a {limit} s budget"
+    cut = [e for e in result.state.errors if e.get("type") == "DeadlineReached"]
+    assert any("was cut at the run's time limit" in str(e.get("error")) for e in cut), cut
+    assert result.quality == "degraded"
+    assert any("time limit" in reason for reason in result.degraded_reasons)
+    # The cancelled generation freed the model: the next call starts at once.
+    quick = Agent(AgentConfig(name="quick", max_tokens=5), provider=llama_provider)
+    started = time.perf_counter()
+    quick.run("Say hi.")
+    assert time.perf_counter() - started < 10.0
