@@ -10,6 +10,7 @@ from selectgraph.build._checks import (
     check_node_cache,
     check_options,
     check_state_version,
+    check_sync_nodes,
     check_timeout,
     check_token,
     describe_node,
@@ -33,6 +34,7 @@ from selectgraph.core._policies import (
     LoopAction,
     MaxStepsAction,
     RetryPolicy,
+    SyncNodes,
 )
 from selectgraph.core._sentinels import END, UNSET, EndType, Unset
 from selectgraph.nodes._cache import check_cacheable
@@ -132,6 +134,10 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         middleware: Functions ``(call, proceed) -> output`` wrapped around every
             node's calls, outermost first: time, log, cache, retry or short-circuit
             a node (see ``NodeCall`` and docs/concepts.md).
+        sync_nodes: Where synchronous nodes run when the run has an event loop
+            (``arun``, ``astream``): ``"thread"`` (default; a worker thread, so a
+            blocking node does not stall concurrent runs or the stream) or
+            ``"loop"`` (the event loop's thread).
     """
 
     END: ClassVar[EndType] = END
@@ -172,9 +178,11 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         state_version: int = 1,
         state_migrations: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
         middleware: Sequence[Middleware] | None = None,
+        sync_nodes: SyncNodes = "thread",
     ) -> None:
         """Create an empty graph; its arguments are described on the class."""
         check_options("AgentGraph", max_concurrency=max_concurrency)
+        check_sync_nodes(sync_nodes)
         migrations = check_state_version(state_version, state_migrations)
         cache = check_node_cache(node_cache)
         retry = retry_policy(retry, error_retry_limit)
@@ -190,6 +198,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
             conversation=conversation,
             compact_at_tokens=compact_at_tokens,
             max_concurrency=max_concurrency,
+            sync_nodes=sync_nodes,
             # seed 000's pause_nodes: pause before each of them
             pause_before=node_names("pause_before", [*pause_before, *pause_nodes]),
             pause_after=node_names("pause_after", pause_after),

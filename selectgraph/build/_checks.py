@@ -16,6 +16,7 @@ __all__ = [
     "check_node_cache",
     "check_options",
     "check_state_version",
+    "check_sync_nodes",
     "check_timeout",
     "check_token",
     "describe_node",
@@ -59,6 +60,15 @@ def check_options(where: str, **options: Any) -> None:
     if problems:
         bad_kind = not isinstance(options.get("merge_policy", MergePolicy.LAST_WINS), MergePolicy)
         raise (TypeError if bad_kind else ValueError)("; ".join(problems))
+
+
+def check_sync_nodes(value: Any) -> None:
+    """Refuse a ``sync_nodes`` that is not ``"thread"`` or ``"loop"``."""
+    if value not in ("thread", "loop"):
+        raise ValueError(
+            f'AgentGraph: sync_nodes must be "thread" (a worker thread) or "loop" (the event '
+            f"loop's thread), got {value!r}"
+        )
 
 
 def check_state_version(

@@ -31,6 +31,7 @@ from selectgraph.routing._edges import Edge, NodeRoutes, RouteContext
 from selectgraph.routing._parallel import Branches, ParallelGroup
 from selectgraph.routing._reach import edge_targets, reachable
 from selectgraph.routing._safe_eval import ALIASES, Condition, ConditionSyntaxError, parse_condition
+from selectgraph.runtime._branches import run_blocking
 from selectgraph.runtime._subgraph import (
     GraphAdapter,
     Projection,
@@ -223,8 +224,10 @@ class _Compiler:
             )
         chain = (*self.blueprint.middleware, *decl.middleware)
         if chain and decl.group is None:  # a group's members are wrapped as nodes of their own
-            adapter = MiddlewareAdapter(adapter, chain, node=name)
-            offload = False  # the chain runs on the loop (plain middleware on a worker thread)
+            # The chain runs on the loop; a blocking node inside goes to a thread of its own.
+            blocking = run_blocking if offload else None
+            wrap = MiddlewareAdapter(adapter, chain, node=name, blocking=blocking)
+            adapter, offload = wrap, False
         return NodeSpec(
             name=name,
             adapter=adapter,

@@ -16,6 +16,7 @@ __all__ = [
     "Quality",
     "RetryPolicy",
     "StopReason",
+    "SyncNodes",
 ]
 
 
@@ -101,6 +102,20 @@ Quality = Literal["clean", "degraded", "failed"]
 - ``"degraded"``: some node failed but the run reached a stop through a fallback
   (SKIP, an on_failure edge) or was cut off by RETURN_WITH_FLAG or a loop stop.
 - ``"failed"``: the run raised.
+"""
+
+SyncNodes = Literal["thread", "loop"]
+"""Where a synchronous node runs when the run has an event loop (``arun``, ``astream``,
+``run`` of a graph with async nodes).
+
+- ``"thread"`` (default): on a worker thread, so a blocking node (a local model, a
+  request, ``time.sleep``) leaves the loop free: other runs, branches and the
+  stream go on meanwhile. Like LangGraph's sync nodes under ``ainvoke``.
+- ``"loop"``: called on the event loop's thread, for code that must run there (it
+  touches loop-bound objects) or nodes so quick a thread hop would dominate.
+
+``run()`` of a graph whose nodes are all synchronous has no event loop; its nodes
+run on the caller's thread either way.
 """
 
 Conversation = Literal["isolated", "continuous"]

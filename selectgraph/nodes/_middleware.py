@@ -6,7 +6,8 @@ node, and what the middleware returns is the node's output. So one function can
 time or log a node, cache or short-circuit it (return without proceeding), or
 retry it (proceed again). ``async def`` middleware awaits ``proceed()``; a plain
 ``def`` one calls it and gets the output back (it runs on a worker thread while
-the node runs on the event loop).
+the node runs on the event loop, or, a blocking node, on a worker thread of its own
+as it would unwrapped).
 
 Middleware given to the graph wraps every node (outermost, in the order given),
 then the node's own. It sees the node's output as the node returned it (a mapping,
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,9 +74,18 @@ class MiddlewareAdapter:
     is_async = True  # plain middleware runs on a worker thread: the run needs a loop
     wants_context = True  # the middleware is told the step, attempt...
 
-    def __init__(self, inner: NodeAdapter, middleware: Sequence[Middleware], *, node: str) -> None:
+    def __init__(
+        self,
+        inner: NodeAdapter,
+        middleware: Sequence[Middleware],
+        *,
+        node: str,
+        blocking: Callable[[Any], Awaitable[Any]] | None = None,
+    ) -> None:
         self.inner = inner
         """The wrapped adapter."""
+        self.blocking = blocking
+        """For a blocking node: awaits its call on a worker thread (when the run offloads)."""
         self.middleware = tuple(middleware)
         self.node = node
         self.kind = inner.kind
@@ -99,7 +109,11 @@ class MiddlewareAdapter:
 
         async def run(index: int) -> Any:
             if index == len(chain):
-                return await inner(state, inner_context)
+                pending = inner(state, inner_context)
+                runtime = context.runtime if context is not None else None
+                if self.blocking is not None and getattr(runtime, "offloads", False):
+                    return await self.blocking(pending)  # as the node would run unwrapped
+                return await pending
             middleware = chain[index]
             if is_async[index]:
                 return await middleware(call, lambda: run(index + 1))

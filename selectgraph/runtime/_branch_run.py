@@ -76,6 +76,7 @@ class BranchRun(Walker):
         self.stop_at = END if stop_at is None else stop_at
         self.one_node = one_node
         self._direct_calls = {} if not parent.driven_without_loop else graph.direct_calls
+        self.offloads = not parent.driven_without_loop  # siblings share the loop
         self._direct_async = graph.direct_async
         self._own_state = False
         self.state = light_state(parent.state, task.patch)

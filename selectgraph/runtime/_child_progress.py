@@ -49,6 +49,11 @@ class Nested(Protocol):
         ...
 
     @property
+    def driven_without_loop(self) -> bool:
+        """Whether it runs without an event loop (a blocking subgraph on a worker thread)."""
+        ...
+
+    @property
     def _book_parent(self) -> Nested | None:
         """The run around it (a subgraph's parent)."""
         ...
@@ -106,7 +111,9 @@ class ChildProgress:
             outer = outer._book_parent
         at = owner.state.current_node
         assert at is not None
-        await durable.write(_AtNode(owner), TRIGGER, [at], extra={"children": children})
+        # The store is called as the subgraph runs: without a loop on a worker thread.
+        at_node = _AtNode(owner, blocking=child.driven_without_loop)
+        await durable.write(at_node, TRIGGER, [at], extra={"children": children})
         return False
 
 
@@ -156,10 +163,21 @@ class _AtNode:
     The checkpoint's ``next`` runs that node again, which counts the step anew.
     """
 
-    __slots__ = ("_run", "book", "recorder", "run_id", "state", "steps", "usage", "written_keys")
+    __slots__ = (
+        "_blocking",
+        "_run",
+        "book",
+        "recorder",
+        "run_id",
+        "state",
+        "steps",
+        "usage",
+        "written_keys",
+    )
 
-    def __init__(self, run: Owner) -> None:
+    def __init__(self, run: Owner, *, blocking: bool) -> None:
         self._run = run
+        self._blocking = blocking
         self.run_id = run.run_id
         self.steps = run.steps - 1
         self.state = run.state  # the subgraph node has merged nothing yet
@@ -180,8 +198,8 @@ class _AtNode:
 
     @property
     def driven_without_loop(self) -> bool:
-        """Whether the owner runs without an event loop."""
-        return self._run.driven_without_loop
+        """Whether the subgraph calling runs without an event loop (stores' blocking calls)."""
+        return self._blocking
 
     def interrupt_records(
         self, serializer: StateSerializer, pending: tuple[Interrupt, ...]

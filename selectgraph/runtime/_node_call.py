@@ -193,11 +193,9 @@ class NodeCalls(RunState):
                 self.branch,
             )
         timeout = spec.timeout
-        # A blocking function runs on a worker thread inside a branch (its siblings go
-        # on) and under an executor (the worker's other runs go on).
-        if timeout is None and not (
-            spec.offload and (self.stop_at is not None or self.tasks is not None)
-        ):
+        # A blocking function runs on a worker thread when the run has an event loop
+        # (other runs, siblings and the stream go on), unless sync_nodes="loop".
+        if timeout is None and not (spec.offload and self.offloads):
             raw = await adapter(view, context)
         else:
             raw = await self._call_bounded(spec, adapter(view, context), timeout)

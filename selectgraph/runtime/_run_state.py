@@ -118,12 +118,24 @@ class RunState:
             self.tasks = tasks
             self._direct_calls = self._direct_async = _NO_DIRECT
             self._decide = partial(tasks.decision, self)
+        if sleep is not blocking_sleep and (
+            tasks is not None or graph.settings.sync_nodes == "thread"
+        ):
+            # The run has an event loop: a blocking node goes to a worker thread,
+            # so other runs, branches and the stream go on meanwhile.
+            self.offloads = True
+            self._direct_calls = _NO_DIRECT
 
     config: Mapping[str, Any] = MappingProxyType({})
     """Run-time values for the nodes (``context.config``): what the caller passed as
     ``config=``, or LangGraph's ``config["configurable"]``."""
     tasks: TaskRunner | None = None
     """The executor's task runner, when an executor runs this run's tasks."""
+
+    offloads = False
+    """Whether blocking nodes (plain functions, all-synchronous graphs) run on worker
+    threads: in branches and under executors when there is an event loop, and on the
+    run's own path unless its graph says ``sync_nodes="loop"``."""
 
     _decide: Callable[[Edge, Awaitable[RouteDecision]], Awaitable[RouteDecision]] | None = None
     """How an llm_decide edge's decision is made (through the task runner, when there is one)."""

@@ -13,6 +13,7 @@ from selectgraph.core._policies import (
     LoopAction,
     MaxStepsAction,
     RetryPolicy,
+    SyncNodes,
 )
 
 __all__ = ["GraphSettings"]
@@ -44,6 +45,8 @@ class GraphSettings:
     """In a continuous conversation, older turns are summarised past this many tokens."""
     max_concurrency: int | None = None
     """Branches of one fan-out running at once, unless its group or edge says otherwise."""
+    sync_nodes: SyncNodes = "thread"
+    """Where synchronous nodes run when the run has an event loop."""
     pause_before: frozenset[str] = frozenset()
     """Nodes a run with a checkpoint store pauses before (seed 000's ``pause_nodes``)."""
     pause_after: frozenset[str] = frozenset()

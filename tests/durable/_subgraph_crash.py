@@ -19,9 +19,10 @@ from typing import Any
 from selectgraph import END, AgentGraph, GraphState, SQLiteCheckpointStore
 from tests.durable._restart import counts, log
 
-HOWS = ("add_subgraph", "graph", "nested", "async")
+HOWS = ("add_subgraph", "graph", "nested", "async", "arun")
 """How the subgraph is nested: a projected subgraph, a graph used as a node, a subgraph
-inside a subgraph, and async nodes run with ``arun``."""
+inside a subgraph, async nodes run with ``arun``, and synchronous nodes run with
+``arun`` (the subgraph node then runs on a worker thread, without an event loop)."""
 
 
 def _inner(log_path: Path, is_async: bool) -> AgentGraph:
@@ -93,7 +94,7 @@ def run(how: str, db: Path, log_path: Path) -> Any:
     with SQLiteCheckpointStore(db) as store:
         # A run with a head continues from it; a new one starts from the input.
         start: dict[str, Any] | None = None if store.head("r") is not None else {}
-        if how == "async":
+        if how in ("async", "arun"):
             return asyncio.run(graph.arun(start, checkpoint_store=store, run_id="r"))
         return graph.run(start, checkpoint_store=store, run_id="r")
 
