@@ -31,11 +31,13 @@ from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._seed_store import SeedCheckpointStore, as_checkpoint_store
 from selectgraph.runtime._durable import Durability, EventLog
 from selectgraph.runtime._guard import fast_route_target, guard_input, guard_start
+from selectgraph.runtime._offload import run_elsewhere
 from selectgraph.runtime._program import GraphProgram
 from selectgraph.runtime._restore import DurableOptions
 from selectgraph.runtime._resume import resume_run, start_durable_run
 from selectgraph.runtime._run import Run, Sleep, blocking_sleep
 from selectgraph.runtime._start import start_run
+from selectgraph.runtime._tasks import current_task_runner
 from selectgraph.runtime._threads import ThreadOptions
 
 __all__ = [
@@ -201,6 +203,12 @@ def execute(
     config: Mapping[str, Any] | None = None,
 ) -> Coroutine[Any, Any, GraphResult]:
     """A prepared run of ``graph`` (input checked, guardrails run): the coroutine runs it."""
+    if runs_elsewhere(graph, sleep):
+        return run_elsewhere(
+            lambda: _start(
+                graph, input, observers, run_id, blocking_sleep, options, checkpoint_id, config
+            )
+        )
     started = _start(graph, input, observers, run_id, sleep, options, checkpoint_id, config)
     token = graph.settings.cancellation_token
     if token is None or sleep is blocking_sleep:
@@ -280,11 +288,31 @@ def continue_run(
     if options is not None and config:
         options = dataclasses.replace(options, config=dict(config))
     listeners = tuple(as_listener(o) for o in observers) if observers else ()
+    if runs_elsewhere(graph, sleep):
+        return run_elsewhere(
+            lambda: resume_run(graph, answers, options, listeners=listeners, sleep=blocking_sleep)
+        )
     resumed = resume_run(graph, answers, options, listeners=listeners, sleep=sleep)
     token = graph.settings.cancellation_token
     if token is None or sleep is blocking_sleep:
         return resumed
     return cancellable(resumed, token)
+
+
+def runs_elsewhere(graph: RunProgram, sleep: Sleep) -> bool:
+    """Whether a run of ``graph`` the event loop awaits is driven on a worker thread.
+
+    An all-synchronous graph needs no loop: under ``arun()`` it runs as ``run()``
+    runs it, on one worker thread (see ``runtime/_offload.py``), unless the graph
+    keeps its nodes on the loop (``sync_nodes="loop"``) or an executor runs its
+    tasks.
+    """
+    return (
+        sleep is not blocking_sleep
+        and not graph.is_async
+        and graph.settings.sync_nodes == "thread"
+        and current_task_runner() is None
+    )
 
 
 def _answers(interrupt_id: str | Mapping[str, Any], response: Any) -> dict[str, Any]:
@@ -365,8 +393,21 @@ async def stream_run(
     loop = asyncio.get_running_loop()
     home = threading.get_ident()
 
+    # Items from worker threads (a run driven on one, a branch's blocking node) wait
+    # in ``outside`` and are handed over in batches: one loop wake-up per batch.
+    outside: list[Any] = []
+    lock = threading.Lock()
+    handing_over = [False]
+
     def push(item: Any) -> None:
         pending.append(item)
+        ready.set()
+
+    def hand_over() -> None:
+        with lock:
+            pending.extend(outside)
+            outside.clear()
+            handing_over[0] = False
         ready.set()
 
     def deliver(event: GraphEvent) -> None:
@@ -376,9 +417,13 @@ async def stream_run(
         if threading.get_ident() == home:
             pending.extend(items)
             ready.set()
-        else:  # a blocking node of a branch may emit from a worker thread
-            for item in items:
-                loop.call_soon_threadsafe(push, item)
+            return
+        with lock:
+            outside.extend(items)
+            if handing_over[0]:
+                return
+            handing_over[0] = True
+        loop.call_soon_threadsafe(hand_over)
 
     listeners = (*observers, deliver)
     options = durable_options(

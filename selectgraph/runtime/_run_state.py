@@ -28,6 +28,7 @@ from selectgraph.observe._recorder import EventRecorder
 from selectgraph.routing._edges import Edge, RouteDecision
 from selectgraph.routing._parallel import Branches
 from selectgraph.runtime._book import InterruptBook
+from selectgraph.runtime._offload import current_halt
 from selectgraph.runtime._tasks import TaskRunner, current_task_runner
 from selectgraph.state._fingerprint import StateFingerprint
 from selectgraph.state._merge import Merger
@@ -118,6 +119,7 @@ class RunState:
             self.tasks = tasks
             self._direct_calls = self._direct_async = _NO_DIRECT
             self._decide = partial(tasks.decision, self)
+        self.abort = current_halt()  # set in a run arun() drives on a worker thread
         if sleep is not blocking_sleep and (
             tasks is not None or graph.settings.sync_nodes == "thread"
         ):

@@ -321,6 +321,8 @@ class Walker(FanOuts, Routing, Detection, Stops):
             BranchAborted: this branch's fan-out gave up.
         """
         if self.abort is not None and self.abort.is_set():
+            if self.stop_at is None:  # a run on a worker thread whose awaiting task was cancelled
+                raise asyncio.CancelledError("the task awaiting the run was cancelled")
             raise BranchAborted(f"branch {self.branch!r} stopped: its fan-out failed")
         if self._nested is not None:
             self._nested.check_time()  # raises for the run that owns the control

@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 
-from selectgraph import END, AgentGraph, GraphState, NodeCall, Scatter, append
+from selectgraph import (
+    END,
+    AgentGraph,
+    GraphState,
+    InMemoryCheckpointStore,
+    NodeCall,
+    Scatter,
+    append,
+)
 
 RUNS = 4
 
@@ -136,3 +144,63 @@ async def test_middleware_around_blocking_fan_out_branches_lets_them_overlap() -
     graph.add_edge("work", END)
     result = await graph.arun({})
     assert sorted(result.state["seen"]) == ["a", "b", "c"]
+
+
+async def test_cancelling_arun_stops_the_threaded_run_at_its_next_node_and_saves_it() -> None:
+    entered, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def first(state: GraphState) -> dict[str, Any]:
+        calls.append("first")
+        entered.set()
+        release.wait(30)
+        return {"first": True}
+
+    def second(state: GraphState) -> dict[str, Any]:
+        calls.append("second")
+        return {"second": True}
+
+    graph = AgentGraph("cancelled")
+    graph.add_node("first", first)
+    graph.add_node("second", second)
+    graph.add_edge("first", "second")
+    graph.add_edge("second", END)
+    store = InMemoryCheckpointStore()
+    task = asyncio.ensure_future(graph.arun({}, checkpoint_store=store, run_id="c"))
+    assert await asyncio.to_thread(entered.wait, 30)
+
+    task.cancel()
+    release.set()  # the node in flight finishes; nothing after it starts
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert calls == ["first"]
+    head = store.head("c")
+    assert head is not None
+    assert head.metadata["trigger"] == "cancel"
+    # Continued later, it goes on after the node that completed.
+    done = await graph.arun(None, checkpoint_store=store, run_id="c")
+    assert calls == ["first", "second"]
+    assert done.state["second"] is True
+
+
+async def test_leaving_an_astream_early_stops_the_threaded_run() -> None:
+    calls: list[int] = []
+
+    def count(state: GraphState) -> dict[str, Any]:
+        calls.append(state["n"])
+        return {"n": state["n"] + 1}
+
+    graph = AgentGraph("counting", max_steps=None, enable_loop_detection=False)
+    graph.add_node("count", count)
+    graph.add_edge("count", "count", condition="n < 100000")
+    graph.add_edge("count", END)
+    stream = graph.astream({"n": 0})
+    async for event in stream:
+        if event.type == "node_end":
+            break
+    await stream.aclose()
+    ran = len(calls)
+    await asyncio.sleep(0.05)
+    assert len(calls) == ran  # nothing runs behind the consumer's back
+    assert ran < 100000
