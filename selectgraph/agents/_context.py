@@ -13,6 +13,7 @@ it instead of summarising everything again.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -181,25 +182,47 @@ async def build_context(
         ValueError: there is nothing to respond to, or ``mode`` is CUSTOM.
     """
     thread = list(state.messages)
+    handoff = _handoff(state, thread)
     if mode is ContextMode.LAST_MESSAGE:
+        if handoff is not None:
+            return BuiltContext(messages=[handoff])
         last = _last_turn(thread)
         if last is not None:
             return BuiltContext(messages=from_seat([last], me))
-        if state.last_output is not None and str(state.last_output).strip():
-            return BuiltContext(messages=[Message.user(str(state.last_output))])
         raise ValueError(
             f"agent node {me!r} has nothing to respond to: the conversation is empty. Start "
             "the run with a prompt (graph.run('...')) or give the node an input_transform"
         )
     if mode is ContextMode.LAST_N:
-        return BuiltContext(messages=from_seat(thread[-n:], me))
-    if mode is ContextMode.SUMMARY:
-        return await _with_summary(state, thread, n, me, provider, model)
-    if mode is ContextMode.FULL:
+        built = BuiltContext(messages=from_seat(thread[-n:], me))
+    elif mode is ContextMode.SUMMARY:
+        built = await _with_summary(state, thread, n, me, provider, model)
+    elif mode is ContextMode.FULL:
         if (
             compact_at_tokens is not None
             and provider.count_tokens(thread, model) > compact_at_tokens
         ):
-            return await _with_summary(state, thread, n, me, provider, model)
-        return BuiltContext(messages=from_seat(thread, me))
-    raise ValueError(f"context mode {mode.value!r} needs an input_transform")
+            built = await _with_summary(state, thread, n, me, provider, model)
+        else:
+            built = BuiltContext(messages=from_seat(thread, me))
+    else:
+        raise ValueError(f"context mode {mode.value!r} needs an input_transform")
+    if handoff is None:
+        return built
+    return dataclasses.replace(built, messages=well_formed([*built.messages, handoff]))
+
+
+def _handoff(state: GraphState, thread: Sequence[Message]) -> Message | None:
+    """The hand-off a node left in ``state.last_output`` after the last agent, as a user turn.
+
+    An agent writes its answer both as a message and as ``last_output``; a value
+    there that is no message's text was written by another node (a function, a
+    generator after a human's answer) since, so the next agent answers it.
+    """
+    value = state.last_output
+    if value is None:
+        return None
+    text = str(value)
+    if not text.strip() or any(message.text == text for message in thread):
+        return None
+    return Message.user(text)

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from selectgraph import GraphState, Message, Role, ToolCall
+from selectgraph import END, Agent, AgentGraph, GraphState, Message, Role, ToolCall
 from selectgraph.agents import ContextMode
 from selectgraph.agents._context import build_context, from_seat, summarize
 from selectgraph.core._state import CONVERSATION_SUMMARY
@@ -367,3 +367,51 @@ async def test_full_is_compacted_into_a_summary_past_the_token_limit() -> None:
 async def test_custom_without_an_input_transform_is_an_error() -> None:
     with pytest.raises(ValueError, match="'custom' needs an input_transform"):
         await build(state_of(*THREAD), ContextMode.CUSTOM)
+
+
+# --- the hand-off in last_output ------------------------------------------------------
+
+HANDOFF = "Review complete. Approved: yes"
+
+
+async def test_last_message_answers_a_hand_off_a_node_wrote_after_the_last_agent() -> None:
+    state = state_of(*THREAD, __last_output__=HANDOFF)
+
+    assert await build(state, ContextMode.LAST_MESSAGE) == [("user", HANDOFF)]
+
+
+async def test_an_agents_own_answer_in_last_output_is_not_a_hand_off() -> None:
+    state = state_of(*THREAD, __last_output__="Approved.")
+
+    assert await build(state, ContextMode.LAST_MESSAGE) == [("user", "[planner] Approved.")]
+
+
+@pytest.mark.parametrize("mode", [ContextMode.LAST_N, ContextMode.FULL])
+async def test_other_modes_end_with_the_hand_off(mode: ContextMode) -> None:
+    state = state_of(*THREAD, __last_output__=HANDOFF)
+
+    built = await build(state, mode)
+
+    assert built[-1] == ("user", f"[planner] Approved.\n\n{HANDOFF}")
+
+
+def test_the_seeds_review_hand_off_reaches_the_next_agent() -> None:
+    writer = Agent(provider=ScriptedProvider(["A draft about autumn."]))
+    publisher_model = ScriptedProvider(["Published."])
+    publisher = Agent(provider=publisher_model)
+
+    def review(state: GraphState) -> None:
+        state.data["__last_output__"] = "Review complete. Approved: yes"
+
+    graph = AgentGraph()
+    graph.add_node("writer", writer)
+    graph.add_node("review", review)
+    graph.add_node("publisher", publisher)
+    graph.add_edge("writer", "review")
+    graph.add_edge("review", "publisher")
+    graph.add_edge("publisher", END)
+
+    result = graph.run("Write a blog post")
+
+    assert result.content == "Published."
+    assert publisher_model.prompts == ["Review complete. Approved: yes"]
