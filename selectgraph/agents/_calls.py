@@ -7,6 +7,7 @@ recorded for observers and tracing (when the calling node's run has listeners).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -15,7 +16,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING
 
 from selectgraph.agents._call_budget import check_call
-from selectgraph.core._control import current_control
+from selectgraph.core._control import BudgetStop, RunControl, current_control
 from selectgraph.core._errors import SelectGraphError
 from selectgraph.observe._events import (
     LLMCallFinished,
@@ -67,7 +68,8 @@ async def call_model(
     smaller ``max_tokens`` (what the budget has left) when its prompt fits.
 
     Raises:
-        BudgetStop: the run's budget does not allow the call (nothing was sent).
+        BudgetStop: the run's budget does not allow the call (nothing was sent), or its
+            time budget ran out while the call was in flight (the call was cancelled).
         RunCancelledByToken: the run's token was cancelled.
     """
     control = current_control()
@@ -75,7 +77,7 @@ async def call_model(
         request = check_call(control, request)
     where = _scope.get()
     if where is None or not where.recorder.records_calls:
-        completion = await _call(provider, request, on_delta)
+        completion = await _call(provider, request, on_delta, control)
         if control is not None:
             control.add(completion.usage)
         return completion
@@ -95,7 +97,7 @@ async def call_model(
     )
     started = perf_counter()
     try:
-        completion = await _call(provider, request, on_delta)
+        completion = await _call(provider, request, on_delta, control)
     except BaseException as exc:
         recorder.record(
             LLMCallFinished,
@@ -136,6 +138,28 @@ async def call_model(
 
 
 async def _call(
+    provider: Provider,
+    request: CompletionRequest,
+    on_delta: Callable[[str], None] | None,
+    control: RunControl | None = None,
+) -> Completion:
+    limit = control.budget.max_duration if control is not None else None
+    if limit is None:
+        return await _send(provider, request, on_delta)
+    assert control is not None
+    # The time budget is a deadline: a call still running when it passes is cancelled
+    # (its stream closed, so a local model stops generating) and the run stops.
+    deadline = asyncio.timeout(max(limit - control.elapsed, 0.0))
+    try:
+        async with deadline:
+            return await _send(provider, request, on_delta)
+    except TimeoutError:
+        if not deadline.expired():
+            raise  # the provider's own timeout, not the run's deadline
+        raise BudgetStop("time_budget", limit, control.elapsed, 0.0) from None
+
+
+async def _send(
     provider: Provider, request: CompletionRequest, on_delta: Callable[[str], None] | None
 ) -> Completion:
     if on_delta is None:

@@ -60,7 +60,9 @@ def budget_event(result: GraphResult) -> BudgetExceeded:
     return found[0]
 
 
-def assert_stopped(result: GraphResult, reason: str, provider: LocalProvider) -> None:
+def assert_stopped(
+    result: GraphResult, reason: str, provider: LocalProvider, *, cut: int = 0
+) -> None:
     assert result.stop_reason == reason
     assert result.quality == "degraded"
     assert budget_event(result).budget == reason
@@ -68,8 +70,9 @@ def assert_stopped(result: GraphResult, reason: str, provider: LocalProvider) ->
     assert result.state.last_output == "more"
     assert result.node_order
     assert set(result.node_order) == {"worker"}
-    # Every request the provider received was counted (nothing sent behind the budget's back).
-    assert len(provider.requests) == result.total_usage.calls
+    # Every request the provider received was counted (nothing sent behind the budget's
+    # back), but for a call the time budget cut short in flight (``cut``: at most one).
+    assert result.total_usage.calls <= len(provider.requests) <= result.total_usage.calls + cut
 
 
 def test_token_budget_stops_a_looping_graph_before_the_call_that_would_pass_it() -> None:
@@ -117,7 +120,7 @@ def test_time_budget_stops_a_slow_looping_graph() -> None:
     result = looping_graph(provider, max_duration=0.3).run("go")
     elapsed = time.perf_counter() - started
 
-    assert_stopped(result, "time_budget", provider)
+    assert_stopped(result, "time_budget", provider, cut=1)
     assert elapsed < 2.0
     assert 2 <= len(provider.requests) <= 10
 
@@ -260,3 +263,37 @@ def test_budget_accepts_positive_limits_and_none() -> None:
     assert Budget().empty
     budget = Budget(max_total_tokens=10, max_cost_usd=0.5, max_duration=1)
     assert not budget.empty
+
+
+def _stuck_provider() -> LocalProvider:
+    """Answers the first call at once; the second never ends on its own."""
+
+    def reply(latency: float) -> Any:
+        def answer(request: CompletionRequest) -> LocalReply:
+            return LocalReply(text="more", usage=priced_usage(), latency=latency)
+
+        return answer
+
+    return LocalProvider(script=[reply(0.0), reply(600.0)])
+
+
+async def test_the_time_budget_cancels_a_call_still_in_flight_at_the_deadline() -> None:
+    graph = looping_graph(_stuck_provider(), max_duration=0.5)
+    started = time.perf_counter()
+    result = await graph.arun("go")
+    elapsed = time.perf_counter() - started
+
+    assert result.stop_reason == "time_budget"
+    assert result.state.last_output == "more"  # what the first call answered is kept
+    assert elapsed < 5.5  # the deadline plus the issue's five seconds
+    assert budget_event(result).budget == "time_budget"
+
+
+async def test_a_streamed_call_in_flight_is_cut_at_the_deadline_too() -> None:
+    graph = looping_graph(_stuck_provider(), max_duration=0.5)
+    started = time.perf_counter()
+    events = [event async for event in graph.astream("go")]
+    elapsed = time.perf_counter() - started
+
+    assert elapsed < 5.5
+    assert any(getattr(e, "budget", None) == "time_budget" for e in events)
