@@ -53,7 +53,13 @@ from selectgraph.providers._errors_map import (
 )
 from selectgraph.providers._pricing import cost_usd
 from selectgraph.providers._retry import ProviderRetry
-from selectgraph.providers._sdk import LoopClients, OpenStream, SDKProvider, elapsed_ms
+from selectgraph.providers._sdk import (
+    LoopClients,
+    OpenStream,
+    SDKProvider,
+    StreamCut,
+    elapsed_ms,
+)
 from selectgraph.providers._tokens import count_message_tokens, count_text_tokens
 from selectgraph.providers._tool_calls import check_tool_choice, forces_tool, named_tool
 
@@ -267,7 +273,10 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
         Failures before the first text arrives are retried like :meth:`complete`;
         once text has been yielded, a failure is raised at once, since a retry
         would repeat text the caller already has. A stream that ends before any
-        choice carried a finish reason was cut short and is an error.
+        choice carried a finish reason was cut short (a server that interrupts
+        running requests does that): it is sent again once, with a warning, when
+        no other request of this process is in flight to the server; cut again,
+        it is an error.
 
         Raises:
             ProviderRetryableError: a transient failure survived every retry, or
@@ -326,9 +335,13 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
         except StopAsyncIteration:
             if assembler.finish_reason is not None:
                 return None
-            error = self._malformed(
-                model, "the stream ended before the answer finished (no finish reason)", True
-            )
+            # A server that interrupts running requests (llama.cpp's, by default)
+            # ends the stream this way; the base class retries it once, later.
+            raise StreamCut(
+                self._malformed(
+                    model, "the stream ended before the answer finished (no finish reason)", True
+                )
+            ) from None
         except openai.OpenAIError as exc:
             error = self._error(exc, model, None)
         except ValueError as exc:

@@ -21,6 +21,7 @@ One client per event loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -42,7 +43,7 @@ from selectgraph.providers._errors_map import (
 from selectgraph.providers._retry import ProviderRetry, call_with_retries
 from selectgraph.providers._tool_fallback import ToolChoiceFallback
 
-__all__ = ["LoopClients", "OpenStream", "SDKProvider", "elapsed_ms"]
+__all__ = ["LoopClients", "OpenStream", "SDKProvider", "StreamCut", "elapsed_ms"]
 
 _log = logging.getLogger("selectgraph.providers")
 
@@ -70,6 +71,100 @@ class OpenStream(Generic[S]):
     """Whether the stream has no more items."""
     deadline: float | None = None
     """Event-loop time by which the whole attempt, stream included, must end."""
+    release: Callable[[], None] | None = None
+    """Tells the server's gate this stream is over (called when it closes)."""
+
+
+CUT_ADVICE = (
+    "the server cut the answer short, probably because it interrupts a running "
+    "request when the next one arrives, "
+    "as llama.cpp's server does by default; serve the model with "
+    "`selectgraph local-server`, or start llama_cpp.server with "
+    "--interrupt_requests False, so parallel requests queue instead"
+)
+"""What the warning about a cut stream says: why it happens and how to stop it."""
+
+_MAX_PATIENCE = 300.0
+"""Seconds a cut stream waits for the server to be free when the provider has no timeout."""
+
+
+class StreamCut(Exception):
+    """A stream the server ended before the answer finished: no finish reason came.
+
+    ``_next_text`` raises it instead of the typed error it carries, so the
+    ordinary retries (which would send the request again at once, cutting the
+    request that interrupted it in turn) leave it to :class:`SDKProvider`: it
+    waits until the server is free and sends the request again, once.
+    """
+
+    def __init__(self, error: ProviderError) -> None:
+        super().__init__(str(error))
+        self.error = error
+        """The typed error raised when the request is cut a second time."""
+
+
+class _ServerGate:
+    """The requests this process has in flight to one server, in one event loop.
+
+    A server that interrupts a running stream when the next request arrives
+    cuts parallel requests short. Once it has cut one, the gate turns
+    ``serial``: each request then waits (up to its provider's patience) until no
+    other is in flight, so this process stops cutting its own requests. Another
+    process's requests can still cut a stream.
+    """
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.serial = False
+        self._waiters: list[asyncio.Future[None]] = []
+
+    async def enter(self, patience: float) -> Callable[[], None]:
+        """Wait until the request may go; returns the call that ends it (idempotent).
+
+        Under ``serial``, waits until no other request is in flight; still busy
+        after ``patience`` seconds, the request goes ahead anyway.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(patience):
+                await self._wait_until(lambda: not self.serial or self.active == 0)
+        self.active += 1
+        left = False
+
+        def leave() -> None:
+            nonlocal left
+            if not left:
+                left = True
+                self.active -= 1
+                self._wake()
+
+        return leave
+
+    async def _wait_until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _ServerGate]] = (
+    weakref.WeakKeyDictionary()
+)
+"""One gate per server (base URL) per event loop, shared by every provider in the loop."""
+
+
+def _gate(base_url: str) -> _ServerGate:
+    gates = _GATES.setdefault(asyncio.get_running_loop(), {})
+    return gates.setdefault(base_url, _ServerGate())
 
 
 @dataclass(slots=True)
@@ -278,7 +373,13 @@ class SDKProvider(ToolChoiceFallback, ABC, Generic[C, S]):
         """``attempt()`` with retries, each attempt bounded by the provider's ``timeout``."""
 
         async def bounded() -> T:
-            return await within(attempt, deadline=self._deadline(), error=self._timed_out(model))
+            leave = await _gate(self._base_url).enter(self._patience())
+            try:
+                return await within(
+                    attempt, deadline=self._deadline(), error=self._timed_out(model)
+                )
+            finally:
+                leave()
 
         return await call_with_retries(
             bounded, self._retry, sleep=self._sleep, on_retry=self._log_retry
@@ -354,14 +455,26 @@ class SDKProvider(ToolChoiceFallback, ABC, Generic[C, S]):
                 return
 
     async def _open_streaming(
-        self, open_stream: Callable[[], Awaitable[OpenStream[S]]], model: str
+        self,
+        open_stream: Callable[[], Awaitable[OpenStream[S]]],
+        model: str,
+        *,
+        again: bool = False,
     ) -> OpenStream[S]:
         """Open a stream and read to its first text, retrying failures up to that point.
 
         Once text has been handed out, retrying would repeat what the caller has
         already seen, so later failures are raised as they come. Each attempt's
         deadline (``timeout`` from its start) holds until the stream ends.
+
+        A stream the server cuts short (:class:`StreamCut`) is not retried at
+        once, which would cut the request that interrupted it in turn: after a
+        warning, it is sent again (``again=True``) once this process has no other
+        request in flight to the server, and later requests to it queue the same
+        way. Cut again, it raises its typed error.
         """
+        gate = _gate(self._base_url)
+        leave = await gate.enter(self._patience())
 
         async def attempt() -> OpenStream[S]:
             deadline = self._deadline()
@@ -378,21 +491,65 @@ class SDKProvider(ToolChoiceFallback, ABC, Generic[C, S]):
 
             return await within(open_and_read, deadline=deadline, error=self._timed_out(model))
 
-        return await call_with_retries(
-            attempt, self._retry, sleep=self._sleep, on_retry=self._log_retry
-        )
+        try:
+            opened = await call_with_retries(
+                attempt, self._retry, sleep=self._sleep, on_retry=self._log_retry
+            )
+        except StreamCut as cut:
+            error = cut.error
+        except BaseException:
+            leave()
+            raise
+        else:
+            opened.release = leave
+            return opened
+        # Out of the except clause, so the StreamCut is no error's context.
+        leave()
+        gate.serial = True
+        if again:
+            self._warn_cut(error, "it was cut a second time, so it is an error")
+            raise error
+        self._warn_cut(error, "sending the request again once the server is free")
+        return await self._open_streaming(open_stream, model, again=True)
+
+    def _patience(self) -> float:
+        """Seconds a cut stream waits for the server to be free before it is sent anyway.
+
+        Every attempt in flight ends within ``timeout`` of its start, so waiting
+        that long is enough.
+        """
+        return self._timeout if self._timeout is not None else _MAX_PATIENCE
+
+    def _warn_cut(self, error: ProviderError, then: str) -> None:
+        _log.warning("%s; %s; %s", error, CUT_ADVICE, then)
 
     async def _relay(self, opened: OpenStream[S], model: str) -> AsyncGenerator[StreamChunk, None]:
-        """Yield the text of an opened stream as it arrives, then close it."""
+        """Yield the text of an opened stream as it arrives, then close it.
+
+        A stream cut short after text was yielded raises its typed error (with
+        the warning of :meth:`_open_streaming`): sent again, it would repeat text.
+        Later requests to the server queue.
+        """
         try:
             while opened.first_text:
                 yield StreamChunk(delta=opened.first_text)
                 opened.first_text = ""
                 if not opened.finished:
-                    await within(
-                        lambda: self._read_until_text(opened, model),
-                        deadline=opened.deadline,
-                        error=self._timed_out(model),
-                    )
+                    try:
+                        await within(
+                            lambda: self._read_until_text(opened, model),
+                            deadline=opened.deadline,
+                            error=self._timed_out(model),
+                        )
+                    except StreamCut as cut:
+                        error = cut.error
+                    else:
+                        continue
+                    # Raised outside the except clause: the StreamCut is not its context.
+                    _gate(self._base_url).serial = True
+                    self._warn_cut(error, "text was already handed out, so it is an error")
+                    raise error
         finally:
             await self._close_stream(opened.stream)
+            if opened.release is not None:
+                opened.release()

@@ -4,7 +4,8 @@ Tests queue replies per path (``server.script("/v1/messages", reply, ...)``), po
 real SDK client at ``server.base_url``, and read back what the SDK sent from
 ``server.requests``. Replies can be JSON bodies, server-sent event streams written
 one event at a time, error statuses with any headers, a connection closed before
-any response, a stream cut off midway, or a reply that never comes.
+any response, a stream cut off midway, a stream interrupted the way llama.cpp's server
+interrupts one for the next request, or a reply that never comes.
 """
 
 from __future__ import annotations
@@ -94,6 +95,16 @@ def anthropic_stream(events: Iterable[Mapping[str, Any]], *, cut_after: int | No
     """Messages SSE: each event named by its ``type``, as the API sends them."""
     encoded = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
     return _sse(encoded, cut_after)
+
+
+def interrupted_stream(*chunks: Mapping[str, Any]) -> Reply:
+    """A stream cut short the way llama.cpp's server cuts one when the next request arrives.
+
+    Its ``interrupt_requests`` setting (on by default) ends a running stream
+    after the chunk it just sent with ``data: [DONE]``, no chunk carrying a
+    finish reason: ``chunks`` (none of which should finish), then ``[DONE]``.
+    """
+    return openai_stream(chunks)
 
 
 def drop() -> Reply:
