@@ -36,6 +36,7 @@ from selectgraph.cli._common import (
 )
 from selectgraph.cli._drive import drive
 from selectgraph.cli._load import LoadError
+from selectgraph.cli._local_server import local_server
 from selectgraph.cli._runs import runs_app
 from selectgraph.cli._threads import threads_app
 from selectgraph.core._errors import SelectGraphError
@@ -52,6 +53,7 @@ app = typer.Typer(
 )
 app.add_typer(runs_app, name="runs")
 app.add_typer(threads_app, name="threads")
+app.command("local-server")(local_server)
 
 
 @app.command()
