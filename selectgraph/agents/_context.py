@@ -217,7 +217,8 @@ def _handoff(state: GraphState, thread: Sequence[Message]) -> Message | None:
 
     An agent writes its answer both as a message and as ``last_output``; a value
     there that is no message's text was written by another node (a function, a
-    generator after a human's answer) since, so the next agent answers it.
+    generator). It is answered unless someone spoke since: when the newest message
+    is a user's (a new prompt on a thread, a person's reply), that comes first.
     """
     value = state.last_output
     if value is None:
@@ -225,4 +226,7 @@ def _handoff(state: GraphState, thread: Sequence[Message]) -> Message | None:
     text = str(value)
     if not text.strip() or any(message.text == text for message in thread):
         return None
+    newest = _last_turn(thread)
+    if newest is not None and newest.role is Role.USER:
+        return None  # a user spoke after it: the hand-off is older than the question
     return Message.user(text)

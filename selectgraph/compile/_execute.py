@@ -31,7 +31,7 @@ from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._seed_store import SeedCheckpointStore, as_checkpoint_store
 from selectgraph.runtime._durable import Durability, EventLog
 from selectgraph.runtime._guard import fast_route_target, guard_input, guard_start
-from selectgraph.runtime._offload import run_elsewhere
+from selectgraph.runtime._offload import halting, run_elsewhere
 from selectgraph.runtime._program import GraphProgram
 from selectgraph.runtime._restore import DurableOptions
 from selectgraph.runtime._resume import resume_run, start_durable_run
@@ -204,11 +204,12 @@ def execute(
 ) -> Coroutine[Any, Any, GraphResult]:
     """A prepared run of ``graph`` (input checked, guardrails run): the coroutine runs it."""
     if runs_elsewhere(graph, sleep):
-        return run_elsewhere(
-            lambda: _start(
+        halt = threading.Event()
+        with halting(halt):  # prepared now, as any run is; driven on a thread when awaited
+            started = _start(
                 graph, input, observers, run_id, blocking_sleep, options, checkpoint_id, config
             )
-        )
+        return run_elsewhere(started, halt)
     started = _start(graph, input, observers, run_id, sleep, options, checkpoint_id, config)
     token = graph.settings.cancellation_token
     if token is None or sleep is blocking_sleep:
@@ -289,9 +290,10 @@ def continue_run(
         options = dataclasses.replace(options, config=dict(config))
     listeners = tuple(as_listener(o) for o in observers) if observers else ()
     if runs_elsewhere(graph, sleep):
-        return run_elsewhere(
-            lambda: resume_run(graph, answers, options, listeners=listeners, sleep=blocking_sleep)
-        )
+        halt = threading.Event()
+        with halting(halt):
+            resumed = resume_run(graph, answers, options, listeners=listeners, sleep=blocking_sleep)
+        return run_elsewhere(resumed, halt)
     resumed = resume_run(graph, answers, options, listeners=listeners, sleep=sleep)
     token = graph.settings.cancellation_token
     if token is None or sleep is blocking_sleep:

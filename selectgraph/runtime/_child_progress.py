@@ -20,6 +20,7 @@ step, replayed whole).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from selectgraph.runtime._book_codec import encode_child
@@ -66,6 +67,7 @@ class Owner(Checkpointed, Protocol):
     stop_at: Any
     progress: ChildProgress | None
     tasks: TaskRunner | None
+    active_subgraph: Any
 
 
 TRIGGER: Final = "subgraph_node"
@@ -82,9 +84,27 @@ class ChildProgress:
     pause_after: frozenset[str] = frozenset()
     """Pause gates: none inside a subgraph (the step loop asks, as of a run's writer)."""
 
-    def __init__(self, owner: Owner) -> None:
+    def __init__(self, owner: Owner, outermost: Any) -> None:
         self.owner = owner
         """The run whose checkpoint store keeps the progress."""
+        self.outermost = outermost
+        """The subgraph run the owner's node started (the others are nested in it)."""
+        self.steps = owner.steps
+        self.node = owner.state.current_node
+        owner.active_subgraph = outermost
+
+    def given_up(self) -> bool:
+        """Whether the owner no longer waits for this subgraph (a timeout, a retry, a cancel).
+
+        A blocking subgraph runs on a worker thread that cannot be stopped; once its
+        node was given up, it must not write the owner's checkpoints any more.
+        """
+        owner = self.owner
+        return (
+            owner.steps != self.steps
+            or owner.state.current_node != self.node
+            or owner.active_subgraph is not self.outermost
+        )
 
     async def after_node(self, child: Nested, node: str, ok: bool, goto: Any) -> bool:
         """Checkpoint the owner with ``child`` just past ``node``; never pauses.
@@ -95,7 +115,9 @@ class ChildProgress:
         owner = self.owner
         durable = owner.durable
         if durable is None or durable.durability == "exit":
-            return False  # "exit" writes only at a stop; a stop inside restarts the node
+            return False  # "exit" writes only at a stop
+        if self.given_up():
+            raise asyncio.CancelledError("the subgraph's node was given up (a timeout or a retry)")
         serializer = durable.serializer
         children: dict[str, Any] = {}
         key = child.child_key
@@ -114,22 +136,25 @@ class ChildProgress:
         # The store is called as the subgraph runs: without a loop on a worker thread.
         at_node = _AtNode(owner, blocking=child.driven_without_loop)
         await durable.write(at_node, TRIGGER, [at], extra={"children": children})
+        # A stop before the subgraph node completes (a cancel, a budget, a failure) keeps it.
+        durable.inside = (at, children)
         return False
 
 
-def progress_for(parent: Owner, in_branch: bool) -> ChildProgress | None:
+def progress_for(parent: Owner, in_branch: bool, child: Any) -> ChildProgress | None:
     """The progress saver of a subgraph that ``parent`` starts, or None when none is kept.
 
     Args:
         parent: the run whose node is the subgraph.
         in_branch: whether the node runs inside a fan-out branch or parallel group.
+        child: the subgraph's run.
     """
     if in_branch or parent.stop_at is not None:
         return None
     if parent.durable is not None:
         # Under an executor's task runner the subgraph node is one recorded task:
         # its replay runs nothing inside, so checkpoints there would not replay.
-        return ChildProgress(parent) if parent.tasks is None else None
+        return ChildProgress(parent, child) if parent.tasks is None else None
     return parent.progress  # a subgraph inside a subgraph: the same owner keeps both
 
 

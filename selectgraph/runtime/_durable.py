@@ -69,6 +69,9 @@ EventLog = bool | Literal["content"]
 
 _log = logging.getLogger("selectgraph")
 
+_QUEUED: Final = frozenset({"node_complete", "subgraph_node"})
+"""Triggers that durability "async" hands to the writer thread (the others are stops)."""
+
 
 class Checkpointed(Protocol):
     """What a checkpoint is made of: the run as :class:`Durable` reads it."""
@@ -166,6 +169,9 @@ class Durable:
         self.shape_record: Mapping[str, Any] | None = None
         """The graph's whole shape, stored with the next checkpoint (then None)."""
         self._sent_shape: Mapping[str, Any] | None = None
+        self.inside: tuple[str, dict[str, Any]] | None = None
+        """(subgraph node, its children records) of the last ``subgraph_node`` checkpoint,
+        until that node completes: a stop there keeps where the subgraph was."""
 
     @property
     def head(self) -> Checkpoint | None:
@@ -176,6 +182,7 @@ class Durable:
     async def after_node(self, run: Checkpointed, node: str, ok: bool, goto: Any) -> bool:
         """Checkpoint after ``node``; returns whether the run should pause here."""
         self.completed = (run.steps, node, ok, goto)
+        self.inside = None
         pausing = node in self.pause_after or (self.pause is not None and self.pause.is_set())
         if self.durability == "exit" and not pausing:
             self.dirty = True
@@ -205,7 +212,7 @@ class Durable:
                 extra=extra,
                 pending_writes=pending_writes,
             )
-            if self.durability == "async" and trigger == "node_complete":
+            if self.durability == "async" and trigger in _QUEUED:
                 self._queue(checkpoint)
             else:
                 await self.flush(run)
@@ -271,6 +278,10 @@ class Durable:
             metadata["degraded"] = True
         if run.history_start:
             metadata["history_start"] = run.history_start
+        inside = self.inside
+        if inside is not None and next == [inside[0]] and "children" not in metadata:
+            # A stop while a subgraph node runs: resumed, the subgraph goes on from there.
+            metadata["children"] = inside[1]
         if extra:
             metadata.update(extra)
         return self.chain.next(

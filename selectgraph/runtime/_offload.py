@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from selectgraph.runtime._branches import run_blocking
+from selectgraph.runtime._branches import drive
 
-__all__ = ["current_halt", "run_elsewhere"]
+__all__ = ["current_halt", "halting", "run_elsewhere"]
 
 T = TypeVar("T")
 
@@ -37,25 +38,54 @@ def current_halt() -> threading.Event | None:
     return _halt.get()
 
 
-async def run_elsewhere(start: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Drive the run ``start()`` makes (one that never suspends) on a worker thread.
+@contextlib.contextmanager
+def halting(halt: threading.Event) -> Iterator[None]:
+    """Runs made inside the block (and their waits) stop once ``halt`` is set."""
+    token = _halt.set(halt)
+    try:
+        yield
+    finally:
+        _halt.reset(token)
 
-    ``start`` is called here, so the run it makes sees the halt event.
+
+async def run_elsewhere(run: Coroutine[Any, Any, T], halt: threading.Event) -> T:
+    """Drive ``run`` (a run that never suspends, made under :func:`halting`) on a thread.
+
+    Each run gets a thread of its own rather than one of a bounded pool: a node may
+    start other runs that need pool threads, and a pool held by whole runs could
+    leave them none.
 
     Raises:
         asyncio.CancelledError: the caller was cancelled; the run stopped first.
     """
-    halt = threading.Event()
-    token = _halt.set(halt)
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+    with halting(halt):
+        context = contextvars.copy_context()  # the run's budgets and halt go with it
+
+    def settle(value: Any, error: BaseException | None) -> None:  # on the loop's thread
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(value)
+
+    def body() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = context.run(drive, run)
+        except BaseException as exc:  # handed to the awaiting task, raised there
+            error = exc
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits it any more
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=body, name="selectgraph-run").start()
     try:
-        # The task copies the context now, with the halt event in it.
-        running = asyncio.ensure_future(run_blocking(start()))
-    finally:
-        _halt.reset(token)
-    try:
-        return await asyncio.shield(running)
+        return await asyncio.shield(done)
     except asyncio.CancelledError:
         halt.set()  # the run stops before its next node and checkpoints that
         with contextlib.suppress(BaseException):  # its cancellation is the caller's to raise
-            await asyncio.shield(running)
+            await asyncio.shield(done)
         raise

@@ -9,6 +9,7 @@ puts them together.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -62,8 +63,19 @@ _NO_DIRECT: Final[dict[str, Any]] = {}
 
 
 async def blocking_sleep(seconds: float) -> None:
-    """Sleep without an event loop; used when run() drives a synchronous graph."""
-    time.sleep(seconds)
+    """Sleep without an event loop; used when run() drives a synchronous graph.
+
+    In a run ``arun()`` drives on a worker thread, the wait (a retry's backoff, a
+    queued thread input's poll) ends early when the awaiting task is cancelled.
+
+    Raises:
+        asyncio.CancelledError: the task awaiting this run was cancelled meanwhile.
+    """
+    halt = current_halt()
+    if halt is None:
+        time.sleep(seconds)
+    elif halt.wait(seconds):
+        raise asyncio.CancelledError("the task awaiting the run was cancelled")
 
 
 def new_run_id() -> str:
@@ -187,6 +199,9 @@ class RunState:
 
     progress: ChildProgress | None = None
     """For a subgraph's run under a durable run: saves its progress after each node."""
+
+    active_subgraph: Any = None
+    """The subgraph run this durable run's current node is waiting for (see ChildProgress)."""
 
     book: InterruptBook | None = None
     """Answers, pending questions and live generators (made when a generator node runs)."""

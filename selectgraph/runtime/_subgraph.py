@@ -93,7 +93,7 @@ async def _run_child(
     run._book_parent = parent  # a generator node inside finds the run's answers
     run.config = parent.config
     run.child_key = key or parent.task_id(context.node, context.branch)
-    run.progress = progress_for(parent, context.branch is not None)
+    run.progress = progress_for(parent, context.branch is not None, run)
     try:
         result = await pending
     except GraphRunError as error:

@@ -415,3 +415,17 @@ def test_the_seeds_review_hand_off_reaches_the_next_agent() -> None:
 
     assert result.content == "Published."
     assert publisher_model.prompts == ["Review complete. Approved: yes"]
+
+
+async def test_a_question_asked_after_the_hand_off_comes_first() -> None:
+    # A thread's next run: the last run ended with a function's hand-off, then the
+    # user asked again.
+    state = state_of(
+        Message.user("first question"),
+        Message.assistant("answer one", name="writer"),
+        Message.user("second question"),
+        __last_output__="FORMATTED: answer one",
+    )
+
+    assert await build(state, ContextMode.LAST_MESSAGE) == [("user", "second question")]
+    assert (await build(state, ContextMode.FULL))[-1] == ("user", "second question")

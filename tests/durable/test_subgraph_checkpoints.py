@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +123,80 @@ def test_exit_durability_writes_nothing_inside_a_subgraph(tmp_path: Path) -> Non
     store = InMemoryCheckpointStore()
     graph.run({}, checkpoint_store=store, run_id="r", durability="exit")
     assert all(c.metadata["trigger"] != "subgraph_node" for c in store.list("r"))
+
+
+def _gated_inner(calls: list[str], gate: threading.Event, entered: threading.Event) -> AgentGraph:
+    """a -> b (waits for ``gate``) -> c, each noted in ``calls``."""
+
+    def a(state: GraphState) -> dict[str, Any]:
+        calls.append("a")
+        return {}
+
+    def b(state: GraphState) -> dict[str, Any]:
+        calls.append("b")
+        entered.set()
+        gate.wait(30)
+        return {}
+
+    def c(state: GraphState) -> dict[str, Any]:
+        calls.append("c")
+        return {}
+
+    inner = AgentGraph("inner")
+    inner.add_node("a", a)
+    inner.add_node("b", b)
+    inner.add_node("c", c)
+    inner.add_edge("a", "b")
+    inner.add_edge("b", "c")
+    inner.add_edge("c", END)
+    return inner
+
+
+async def test_a_cancel_inside_a_subgraph_keeps_where_the_subgraph_was() -> None:
+    calls: list[str] = []
+    gate, entered = threading.Event(), threading.Event()
+    outer = AgentGraph("outer")
+    outer.add_node("sub", _gated_inner(calls, gate, entered))
+    outer.add_node("after", lambda state: calls.append("after") or {})  # type: ignore[func-returns-value]
+    outer.add_edge("sub", "after")
+    outer.add_edge("after", END)
+    store = InMemoryCheckpointStore()
+    task = asyncio.ensure_future(outer.arun({}, checkpoint_store=store, run_id="r"))
+    assert await asyncio.to_thread(entered.wait, 30)
+
+    task.cancel()
+    await asyncio.sleep(0)  # the task takes the cancellation (halting the run) first
+    gate.set()  # b finishes; the run stops before c
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    head = store.head("r")
+    assert head is not None
+    assert head.metadata["trigger"] == "cancel"
+    assert head.metadata["children"]["1:sub"]["next"] == [{"after": "b"}]
+
+    await outer.arun(None, checkpoint_store=store, run_id="r")
+    assert calls == ["a", "b", "c", "after"]  # nothing before the cancel ran again
+
+
+async def test_a_subgraph_node_given_up_at_its_timeout_writes_no_more_checkpoints() -> None:
+    calls: list[str] = []
+    gate, entered = threading.Event(), threading.Event()
+    outer = AgentGraph("outer")
+    outer.add_node("sub", _gated_inner(calls, gate, entered), timeout=0.2)
+    outer.add_node("recover", lambda state: {"recovered": True})
+    outer.add_edge("sub", END)
+    outer.add_edge("sub", "recover", on="failure")
+    outer.add_edge("recover", END)
+    store = InMemoryCheckpointStore()
+
+    result = await outer.arun({}, checkpoint_store=store, run_id="r")
+    assert result.state["recovered"] is True
+    written = len(store.list("r"))
+
+    gate.set()  # the abandoned subgraph's thread goes on: b returns
+    for _ in range(100):  # c would follow at once if the thread were not stopped
+        if "c" in calls:
+            break
+        await asyncio.sleep(0.02)
+    assert "c" not in calls
+    assert len(store.list("r")) == written

@@ -170,6 +170,7 @@ async def test_cancelling_arun_stops_the_threaded_run_at_its_next_node_and_saves
     assert await asyncio.to_thread(entered.wait, 30)
 
     task.cancel()
+    await asyncio.sleep(0)  # the task takes the cancellation (halting the run) first
     release.set()  # the node in flight finishes; nothing after it starts
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -199,8 +200,34 @@ async def test_leaving_an_astream_early_stops_the_threaded_run() -> None:
     async for event in stream:
         if event.type == "node_end":
             break
-    await stream.aclose()
+    await stream.aclose()  # type: ignore[attr-defined]  # an async generator
     ran = len(calls)
     await asyncio.sleep(0.05)
     assert len(calls) == ran  # nothing runs behind the consumer's back
     assert ran < 100000
+
+
+async def test_an_all_sync_graph_is_prepared_when_arun_is_called() -> None:
+    graph = AgentGraph("plain")
+    graph.add_node("a", lambda state: {})
+    graph.add_edge("a", END)
+    with pytest.raises(ValueError, match="checkpoint_id needs the checkpoint_store"):
+        graph.arun({}, checkpoint_id="c1")  # type: ignore[unused-coroutine]  # raised here
+
+
+async def test_more_concurrent_threaded_runs_than_any_pool_all_proceed() -> None:
+    many = 80  # beyond the 64 threads of the shared pool
+    barrier = threading.Barrier(many, timeout=60)
+    graph = _waiting_graph(barrier)
+    results = await asyncio.gather(*(graph.arun({}) for _ in range(many)))
+    assert all(result.state["done"] for result in results)
+
+
+async def test_a_wait_of_a_threaded_run_ends_when_its_caller_is_cancelled() -> None:
+    from selectgraph.runtime._offload import halting
+    from selectgraph.runtime._run import blocking_sleep
+
+    halt = threading.Event()
+    halt.set()
+    with halting(halt), pytest.raises(asyncio.CancelledError):
+        await blocking_sleep(600)  # a retry's backoff, a queued input's poll
