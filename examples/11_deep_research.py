@@ -1,9 +1,11 @@
 """Deep research over a folder of documents: an outline, parallel research loops, a cited report.
 
-Offline (no API key) the agents use the local provider: its answers are
-placeholders, but the searches are real, so the report quotes and cites documents
-of the example corpus. With OPENAI_API_KEY or ANTHROPIC_API_KEY set, the same code
-asks a real model (SELECTGRAPH_PROVIDER=llama runs a small real model offline).
+Offline (no API key) the agents run the embedded SmolLM2 model in-process, and the
+run ends within --max-seconds (180 by default) with a report citing documents of the
+example corpus, marked degraded with its reasons when the small model fell short.
+With OPENAI_API_KEY or ANTHROPIC_API_KEY set, the same code asks a hosted model;
+SELECTGRAPH_PROVIDER=local gives the echo test double (placeholder answers, real
+searches).
 The live progress goes to stderr; the report to stdout (or --out).
 
 Run: python examples/11_deep_research.py "How do grid-scale batteries compare with pumped hydro?"
