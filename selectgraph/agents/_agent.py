@@ -15,9 +15,10 @@ from pydantic import ValidationError
 from selectgraph.agents._calls import call_model, tool_finished, tool_started
 from selectgraph.agents._config import AgentConfig
 from selectgraph.agents._defaults import default_provider
-from selectgraph.agents._judge import Judge, JudgeEscalated, JudgeRequest, _strip_fences, as_judge
+from selectgraph.agents._judge import Judge, JudgeEscalated, JudgeRequest, as_judge
 from selectgraph.agents._prompts import PromptLayers, output_requirements
 from selectgraph.agents._result import AgentChunk, AgentResult
+from selectgraph.agents._structured import parse_answer
 from selectgraph.agents._tools import Tool
 from selectgraph.agents._verdict import JudgeDecision, Verdict
 from selectgraph.core._errors import SelectGraphError
@@ -339,7 +340,7 @@ class Agent:
             if schema is None:
                 return content, None, completion
             try:
-                return content, schema.model_validate_json(_strip_fences(content)), completion
+                return content, parse_answer(schema, content), completion
             except ValidationError as exc:
                 if output_retries >= config.max_output_retries:
                     raise AgentOutputError(

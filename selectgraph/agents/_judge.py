@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from selectgraph.agents._calls import call_model
 from selectgraph.agents._defaults import DEFAULT_SHORT_ANSWER_TOKENS
+from selectgraph.agents._structured import parse_answer
 from selectgraph.agents._verdict import JudgeDecision, Verdict
 from selectgraph.core._errors import SelectGraphError
 from selectgraph.core._messages import Message
@@ -208,27 +209,13 @@ def parse_json_reply(text: str, model: type[_Reply]) -> _Reply:
         InvalidReplyError: the reply is not JSON, or not the shape ``model`` asks for.
     """
     try:
-        return model.model_validate_json(_strip_fences(text))
+        return parse_answer(model, text)
     except ValidationError as exc:
         problems = []
         for error in exc.errors(include_url=False):
             where = ".".join(str(part) for part in error["loc"])
             problems.append(f"{where}: {error['msg']}" if where else error["msg"])
         raise InvalidReplyError("; ".join(problems)) from None
-
-
-def _strip_fences(text: str) -> str:
-    """Drop a surrounding markdown code fence, which models often add around JSON."""
-    stripped = text.strip()
-    if not stripped.startswith("```"):
-        return stripped
-    closed = stripped.endswith("```") and len(stripped) >= 6
-    stripped = stripped[3:-3] if closed else stripped[3:]
-    first, newline, rest = stripped.partition("\n")
-    # Drop a language tag ("json") on the opening fence's line, keep one-line JSON.
-    if newline and (not first.strip() or first.strip().isalpha()):
-        stripped = rest
-    return stripped.strip()
 
 
 def as_judge(judge: Any) -> Judge:

@@ -13,34 +13,16 @@ re-asks with the error as before.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Self
 
-import json_repair
 from pydantic import BaseModel, ValidationError
+
+from selectgraph.agents._structured import lenient_json
 
 if TYPE_CHECKING:
     from pydantic.config import ExtraValues
 
 __all__ = ["LenientModel", "lenient_json"]
-
-
-def lenient_json(text: str | bytes | bytearray) -> Any:
-    """The JSON value ``text`` holds, repaired where that is possible.
-
-    Returns:
-        The parsed value, or ``None`` when nothing JSON-like could be read from it.
-    """
-    raw = text.decode("utf-8", errors="replace") if isinstance(text, bytes | bytearray) else text
-    try:
-        return json.loads(raw, strict=False)
-    except ValueError:
-        pass
-    try:
-        repaired = json_repair.loads(raw)
-    except Exception:  # json-repair gives up on some inputs by raising
-        return None
-    return repaired if isinstance(repaired, dict | list) else None
 
 
 class LenientModel(BaseModel):
