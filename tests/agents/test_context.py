@@ -429,3 +429,11 @@ async def test_a_question_asked_after_the_hand_off_comes_first() -> None:
 
     assert await build(state, ContextMode.LAST_MESSAGE) == [("user", "second question")]
     assert (await build(state, ContextMode.FULL))[-1] == ("user", "second question")
+
+
+async def test_a_summary_call_is_bounded() -> None:
+    from selectgraph.agents._context import SUMMARY_MAX_TOKENS
+
+    provider = ScriptedProvider(["short summary"])
+    await summarize(provider, "m", [Message.user("a long talk")])
+    assert provider.requests[0].max_tokens == SUMMARY_MAX_TOKENS

@@ -588,3 +588,30 @@ def test_docstring_examples_run() -> None:
 
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_free_strings_in_a_grammar_schema_are_bounded_and_others_left_alone() -> None:
+    from selectgraph.providers._llama import bounded_strings
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "code": {"type": "string", "pattern": "^[A-Z]+$"},
+            "short": {"type": "string", "maxLength": 5},
+            "tags": {"type": "array", "items": {"type": ["string", "null"]}},
+            "kind": {"type": "string", "enum": ["a", "b"]},
+        },
+        "$defs": {"Note": {"type": "string"}},
+    }
+
+    bounded = bounded_strings(schema, 100)
+
+    props = bounded["properties"]
+    assert props["title"]["maxLength"] == 100
+    assert props["tags"]["items"]["maxLength"] == 100
+    assert bounded["$defs"]["Note"]["maxLength"] == 100
+    assert "maxLength" not in props["code"]
+    assert "maxLength" not in props["kind"]
+    assert props["short"]["maxLength"] == 5
+    assert "maxLength" not in schema["properties"]["title"]  # the caller's schema untouched

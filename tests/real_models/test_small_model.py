@@ -166,6 +166,25 @@ def test_structured_output_is_enforced_by_a_grammar_in_process(
     assert Capital.model_validate_json(result.content) == result.output
 
 
+class Story(BaseModel):
+    story: str
+
+
+def test_a_grammar_bounds_a_string_the_schema_leaves_open(
+    llama_provider: LlamaCppProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llama_provider, "max_string_length", 40)
+    teller = agent(
+        llama_provider, "teller", output_schema=Story, max_tokens=200, max_output_retries=0
+    )
+
+    result = teller.run("Tell a very long story about a dragon, in JSON.")
+
+    # Without the bound this model rambles inside the string until max_tokens (860 chars).
+    assert isinstance(result.output, Story)
+    assert len(result.output.story) <= 40
+
+
 async def test_structured_output_through_the_server_falls_back_and_says_how(
     server_provider: OpenAIProvider,
 ) -> None:
