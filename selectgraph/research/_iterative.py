@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from selectgraph.agents._agent import Agent
 from selectgraph.agents._config import AgentConfig
+from selectgraph.agents._defaults import DEFAULT_MAX_TOKENS
 from selectgraph.agents._result import AgentResult
 from selectgraph.build._builder import AgentGraph
 from selectgraph.core._models import as_models
@@ -82,8 +83,8 @@ class LoopSettings:
     results_per_search: int = 5
     max_evidence: int = 15
     """Passages the writer is shown (the first found)."""
-    max_output_tokens: int | None = None
-    """Tokens each prose answer (thinking, writing) may have; None: no limit."""
+    max_output_tokens: int | None = DEFAULT_MAX_TOKENS
+    """Tokens each model answer (prose and structured) may have; None: no limit."""
 
 
 def research_agent(
@@ -96,8 +97,9 @@ def research_agent(
         instructions=INSTRUCTIONS[role],
         output_schema=schema,
         max_output_retries=1,
-        # A structured answer cut short is invalid JSON: the limit is for prose only.
-        max_tokens=settings.max_output_tokens if schema is None else None,
+        # Every call bounded: a structured answer cut short is repaired (json-repair),
+        # and a grammar-held one bounds its strings (LlamaCppProvider).
+        max_tokens=settings.max_output_tokens,
     )
     return Agent(config, provider=settings.provider)
 

@@ -54,6 +54,18 @@ def evidence_list(evidence: Sequence[Evidence]) -> str:
     )
 
 
+_GAP_EVIDENCE = 8
+"""Passages the gap judge is shown (the newest): every passage would outgrow a small
+model's context after a few searches."""
+
+
+def _recent_evidence(evidence: Sequence[Evidence]) -> str:
+    shown = list(evidence)[-_GAP_EVIDENCE:]
+    earlier = len(evidence) - len(shown)
+    listed = evidence_list(shown)
+    return f"({earlier} earlier passages not shown)\n{listed}" if earlier else listed
+
+
 def _findings(findings: Sequence[Finding], last: int = 6) -> str:
     if not findings:
         return "(no searches yet)"
@@ -92,7 +104,7 @@ def gap_prompt(
     thought = thoughts[-1] if thoughts else ""
     return (
         f"{_topic(question, section, background)}\n\n"
-        f"Evidence so far:\n{evidence_list(evidence)}\n\n"
+        f"Evidence so far:\n{_recent_evidence(evidence)}\n\n"
         f"Latest reflection: {thought or '(none)'}\n\nIs the research complete? If not, list "
         "the outstanding gaps (at most 3), most important first."
     )

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Unpack
 
+from selectgraph.agents._defaults import DEFAULT_MAX_TOKENS
 from selectgraph.build._builder import AgentGraph
 from selectgraph.compile._options import RunOptions, StreamOptions
 from selectgraph.core._models import as_models
@@ -163,7 +164,7 @@ class IterativeResearch(_Research):
         budget: ResearchBudget | None = None,
         results_per_search: int = 5,
         max_evidence: int = 15,
-        max_output_tokens: int | None = None,
+        max_output_tokens: int | None = DEFAULT_MAX_TOKENS,
         name: str = "research",
     ) -> None:
         """Build the loop.
@@ -175,7 +176,8 @@ class IterativeResearch(_Research):
             budget: Iterations, tokens and time; the writer always gets to write.
             results_per_search: Hits each search returns.
             max_evidence: Passages the writer is shown.
-            max_output_tokens: Tokens each model answer may have (None: no limit).
+            max_output_tokens: Tokens each model answer may have, structured ones included
+                (default 1024, lowered to what a token budget has left; None: no limit).
             name: The graph's name.
         """
         self.settings = _settings(
@@ -200,7 +202,7 @@ class DeepResearch(_Research):
         section_timeout: float | None = None,
         results_per_search: int = 5,
         max_evidence: int = 15,
-        max_output_tokens: int | None = None,
+        max_output_tokens: int | None = DEFAULT_MAX_TOKENS,
         name: str = "deep_research",
     ) -> None:
         """Build the graph.
@@ -216,7 +218,8 @@ class DeepResearch(_Research):
                 the report, which says so.
             results_per_search: Hits each search returns.
             max_evidence: Passages each section's writer is shown.
-            max_output_tokens: Tokens each model answer may have (None: no limit).
+            max_output_tokens: Tokens each model answer may have, structured ones included
+                (default 1024, lowered to what a token budget has left; None: no limit).
             name: The graph's name.
         """
         self.settings = _settings(
