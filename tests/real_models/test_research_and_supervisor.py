@@ -1,4 +1,7 @@
-"""The research graphs and the supervisors on a real model (SmolLM2-135M, in-process).
+"""The research graphs and the supervisors on a real model (SmolLM2-135M).
+
+The supervisors run both in-process and through ``selectgraph local-server``
+(llama.cpp's server); the research graphs in-process.
 
 The model is tiny, so these tests check that the machinery holds with a model that
 really generates (grammar-constrained JSON for every structured answer, prose
@@ -10,6 +13,8 @@ its budgets small so the whole tier stays well under 10 minutes on two cores.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +22,11 @@ from pathlib import Path
 import pytest
 
 from selectgraph import Agent, AgentConfig, SupervisorAgent, SupervisorStrategy
+from selectgraph.providers._base import Provider
 from selectgraph.providers._llama import LlamaCppProvider
+from selectgraph.providers._openai import OpenAIProvider
 from selectgraph.research import DeepResearch, IterativeResearch, LocalCorpusSearch, ResearchBudget
+from tests.real_models.conftest import SERVER_MODEL, _free_port, _wait_until_ready
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 
@@ -35,11 +43,57 @@ def roomy_provider(gguf_path: Path) -> Iterator[LlamaCppProvider]:
         yield provider
 
 
+@pytest.fixture(scope="module")
+def roomy_server(gguf_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``selectgraph local-server`` with a 2048-token context; yields its /v1 base URL."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("roomy-server") / "server.log"
+    command = [
+        sys.executable,
+        "-m",
+        "selectgraph",
+        "local-server",
+        "--model",
+        str(gguf_path),
+        "--port",
+        str(port),
+        "--n-ctx",
+        "2048",
+        "--model-alias",
+        SERVER_MODEL,
+    ]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        _wait_until_ready(process, base_url, log_path)
+        yield base_url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(params=["in_process", "server"])
+def team_provider(request: pytest.FixtureRequest) -> Iterator[Provider]:
+    """The model for a supervisor and its members: in-process, or through the server."""
+    if request.param == "in_process":
+        yield request.getfixturevalue("roomy_provider")
+        return
+    base_url = request.getfixturevalue("roomy_server")
+    yield OpenAIProvider(base_url=base_url, default_model=SERVER_MODEL, timeout=60.0)
+
+
 # ---------------------------------------------------------------------------- supervisors
+@pytest.mark.timeout(300)  # MAGENTIC through the server: about 65 s on a busy 2-core machine
 @pytest.mark.parametrize("strategy", list(SupervisorStrategy))
 def test_each_supervisor_strategy_finishes_a_two_member_task(
-    strategy: SupervisorStrategy, roomy_provider: LlamaCppProvider
+    strategy: SupervisorStrategy, team_provider: Provider
 ) -> None:
+    roomy_provider = team_provider
     team = {
         "poet": Agent(
             AgentConfig(name="poet", instructions="Write one line of verse.", max_tokens=30),
