@@ -1,7 +1,7 @@
 """The research graphs and the supervisors on a real model (SmolLM2-135M).
 
-The supervisors run both in-process and through ``selectgraph local-server``
-(llama.cpp's server); the research graphs in-process.
+The supervisors and the research graphs run both in-process and through
+``selectgraph local-server`` (llama.cpp's server, requests queued).
 
 The model is tiny, so these tests check that the machinery holds with a model that
 really generates (grammar-constrained JSON for every structured answer, prose
@@ -159,11 +159,11 @@ def test_a_research_loop_on_a_real_model_writes_a_cited_report(
         assert result.degraded_reasons
 
 
-def test_the_iterative_graph_keeps_a_small_time_budget(llama_provider: LlamaCppProvider) -> None:
+def test_the_iterative_graph_keeps_a_small_time_budget(team_provider: Provider) -> None:
     limit = 15.0
     research = IterativeResearch(
         tools=[LocalCorpusSearch(CORPUS)],
-        provider=llama_provider,
+        provider=team_provider,
         budget=ResearchBudget(max_iterations=5, max_seconds=limit, reserve_seconds=5.0),
         max_evidence=3,
         max_output_tokens=80,
@@ -181,11 +181,11 @@ def test_the_iterative_graph_keeps_a_small_time_budget(llama_provider: LlamaCppP
         assert all(f"> {reason}" in result.markdown for reason in result.degraded_reasons)
 
 
-def test_the_deep_graph_keeps_a_small_time_budget(llama_provider: LlamaCppProvider) -> None:
+def test_the_deep_graph_keeps_a_small_time_budget(team_provider: Provider) -> None:
     limit = 30.0
     research = DeepResearch(
         tools=[LocalCorpusSearch(CORPUS)],
-        provider=llama_provider,
+        provider=team_provider,
         budget=ResearchBudget(max_iterations=2, max_seconds=limit, reserve_seconds=6.0),
         max_sections=2,
         max_evidence=3,
