@@ -593,7 +593,7 @@ def test_docstring_examples_run() -> None:
 def test_free_strings_in_a_grammar_schema_are_bounded_and_others_left_alone() -> None:
     from selectgraph.providers._llama import bounded_strings
 
-    schema = {
+    schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "title": {"type": "string"},
