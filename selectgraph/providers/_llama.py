@@ -57,6 +57,9 @@ _INSTALL_HINT = 'pip install "selectgraph[llama]"'
 _FRAMING_TOKENS = 4
 
 
+_LOCK_POLL = 0.05
+"""Seconds a queued call waits for the model between checks for its cancellation."""
+
 DEFAULT_MAX_STRING_LENGTH = 1000
 """Characters a string of a grammar-held answer may hold when its schema sets no bound."""
 
@@ -560,11 +563,19 @@ class _Generation:
 
     # The methods below run on the worker thread.
     def _work(self) -> None:
+        lock = self.provider._lock
         try:
-            with self.provider._lock:
+            # Waiting for the model (another call is generating) ends at a cancel: a call
+            # cut by its deadline while queued must not wait for the other to finish.
+            while not lock.acquire(timeout=_LOCK_POLL):
+                if self.cancelled.is_set():
+                    return
+            try:
                 if self.cancelled.is_set():
                     return
                 self._generate(self.provider._live())
+            finally:
+                lock.release()
         except Exception as exc:  # handed to the loop and raised there as a ProviderError
             self._send(exc)
         finally:

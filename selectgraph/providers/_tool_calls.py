@@ -215,10 +215,14 @@ def _call_text(call: ToolCall) -> str:
 
 
 def is_tool_choice_rejection(status: int | None, message: str) -> bool:
-    """Whether an error status refuses the request's tool choice (not the request itself)."""
+    """Whether an error status refuses the request's tool choice (not the request itself).
+
+    Only an error that names tools counts: a 400 for a prompt past the context
+    window, or an unknown model, is the request's own failure, not a refusal.
+    """
     if status is None:
         return False
-    return status in (400, 422) or (status >= 500 and "tool" in message.lower())
+    return (status in (400, 422) or status >= 500) and "tool" in message.lower()
 
 
 def with_system(messages: Sequence[Message], text: str) -> tuple[Message, ...]:

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from selectgraph.core._errors import ProviderRequestError
 from selectgraph.core._messages import Message
+from selectgraph.core._usage import NO_USAGE, Usage
 from selectgraph.providers._base import Completion, CompletionRequest, ResponseFormat
 from selectgraph.providers._tool_calls import (
     ToolCallInvalid,
@@ -77,29 +78,35 @@ class ToolChoiceFallback:
             if self._prompted_tools and request.tools:
                 request = dataclasses.replace(request, messages=text_history(request.messages))
             return await native(request)
-        if not self._prompted_tools:
-            refusal = ""
-            try:
-                completion = await native(request)
-            except ProviderRequestError as error:
-                if not is_tool_choice_rejection(error.status_code, str(error)):
-                    raise
-                refusal = str(error)
-            else:
-                if completion.message.tool_calls:
-                    return dataclasses.replace(completion, tool_mode="native")
-                refusal = "the server answered without calling a tool"
-            _log.warning(
-                "%s: tool_choice %r was not honoured (%s); asking for tool calls as JSON "
-                "text from now on",
-                self.name,
-                request.tool_choice,
-                refusal,
-            )
-            self._prompted_tools = True
-        return await self._prompted_call(request, native)
+        if self._prompted_tools:
+            return await self._prompted_call(request, native)
+        refusal = ""
+        spent = NO_USAGE  # what a native answer without a tool call cost
+        try:
+            completion = await native(request)
+        except ProviderRequestError as error:
+            if not is_tool_choice_rejection(error.status_code, str(error)):
+                raise
+            refusal = str(error)
+        else:
+            if completion.message.tool_calls:
+                return dataclasses.replace(completion, tool_mode="native")
+            refusal = "the server answered without calling a tool"
+            spent = completion.usage
+        _log.warning(
+            "%s: tool_choice %r was not honoured (%s); asking for tool calls as JSON "
+            "text from now on",
+            self.name,
+            request.tool_choice,
+            refusal,
+        )
+        prompted = await self._prompted_call(request, native, spent)
+        self._prompted_tools = True  # once the prompted way has worked
+        return prompted
 
-    async def _prompted_call(self, request: CompletionRequest, native: Complete) -> Completion:
+    async def _prompted_call(
+        self, request: CompletionRequest, native: Complete, spent: Usage = NO_USAGE
+    ) -> Completion:
         started = time.perf_counter()
         tools = chosen_tools(request)
         messages = with_system(
@@ -115,7 +122,7 @@ class ToolChoiceFallback:
             ),
         )
         completion = await native(ask)
-        usage = completion.usage
+        usage = spent + completion.usage
         call, problem = parse_tool_call(completion.message.text, tools)
         if call is None:
             again = dataclasses.replace(

@@ -112,10 +112,13 @@ class _BoundedNode:
             return await self.inner(state, context)
         if left <= 0:
             raise DeadlineReached(_message(self.inner.name, reserve, started=False))
+        timer = asyncio.timeout(left)
         try:
-            async with asyncio.timeout(left):
+            async with timer:
                 return await self.inner(state, context)
         except TimeoutError as error:
+            if not timer.expired():
+                raise  # a timeout of the node's own (a tool's, a provider's), not the deadline
             raise DeadlineReached(_message(self.inner.name, reserve, started=True)) from error
 
 

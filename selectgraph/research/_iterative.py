@@ -479,17 +479,32 @@ async def _run_tasks(
 ) -> list[tuple[str, list[SearchHit], str | None]]:
     """Run the searches at once; those unfinished after ``seconds`` are cancelled."""
     runs = [asyncio.ensure_future(_run_task(tools, task, question, limit)) for task in tasks]
-    if runs:
-        await asyncio.wait(runs, timeout=None if seconds is None else max(0.0, seconds))
+    try:
+        if runs:
+            await asyncio.wait(runs, timeout=None if seconds is None else max(0.0, seconds))
+    except BaseException:
+        # The node itself was cancelled: its searches stop with it, none left behind.
+        await _cancel_all(runs)
+        raise
+    late = [run for run in runs if not run.done()]
+    await _cancel_all(late)  # cut at the deadline, and awaited so nothing outlives the node
     outcomes: list[tuple[str, list[SearchHit], str | None]] = []
     for task, run in zip(tasks, runs, strict=True):
-        if run.done():
-            outcomes.append(await run)
-            continue
-        run.cancel()
-        query = task.query.strip() or task.gap.strip() or question
-        outcomes.append((query, [], "DeadlineReached: the search was cut at the run's time limit"))
+        if run in late:
+            query = task.query.strip() or task.gap.strip() or question
+            cut = "DeadlineReached: the search was cut at the run's time limit"
+            outcomes.append((query, [], cut))
+        else:
+            outcomes.append(run.result())
     return outcomes
+
+
+async def _cancel_all(runs: Sequence[asyncio.Future[Any]]) -> None:
+    """Cancel ``runs`` and wait until each has stopped."""
+    for run in runs:
+        run.cancel()
+    if runs:
+        await asyncio.gather(*runs, return_exceptions=True)
 
 
 async def _run_task(

@@ -17,7 +17,7 @@ from selectgraph.providers._anthropic import AnthropicProvider
 from selectgraph.providers._base import CompletionRequest, ToolSpec
 from selectgraph.providers._openai import OpenAIProvider
 from selectgraph.providers._tool_calls import ToolCallInvalid
-from tests.providers.llm_server import FakeLLMServer, json_reply
+from tests.providers.llm_server import FakeLLMServer, json_reply, openai_error
 from tests.providers.payloads import (
     ANTHROPIC_MODEL,
     anthropic_message,
@@ -178,3 +178,41 @@ async def test_a_call_still_invalid_after_the_re_ask_is_a_typed_error(
 
     with pytest.raises(ToolCallInvalid, match=r"'name' must be one of 'add', 'multiply'"):
         await openai_provider.complete(ask("required"))
+
+
+async def test_the_calls_before_the_fallback_are_counted_in_its_usage(
+    server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    server.script(
+        PATH,
+        json_reply(chat_completion("6 times 7 is 48.", prompt_tokens=900, completion_tokens=100)),
+        json_reply(
+            chat_completion(
+                '{"name": "multiply", "arguments": {"a": 6, "b": 7}}',
+                prompt_tokens=10,
+                completion_tokens=5,
+            )
+        ),
+    )
+
+    completion = await openai_provider.complete(ask("required"))
+
+    assert completion.tool_mode == "prompted"
+    assert (completion.usage.input_tokens, completion.usage.output_tokens) == (910, 105)
+
+
+async def test_a_bad_request_that_is_not_about_tools_does_not_switch_the_mode(
+    server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    server.script(
+        PATH,
+        openai_error(400, "This model's maximum context length is 4096 tokens"),
+        json_reply(native_call()),
+    )
+
+    with pytest.raises(ProviderRequestError, match="maximum context length"):
+        await openai_provider.complete(ask("required"))
+    after = await openai_provider.complete(ask("required"))
+
+    assert after.tool_mode == "native"
+    assert len(server.bodies(PATH)) == 2  # the bad request was not sent again, prompted

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from selectgraph.agents._defaults import DEFAULT_MAX_TOKENS
 from selectgraph.providers import LocalProvider
 from selectgraph.research import IterativeResearch, LocalCorpusSearch, ResearchBudget
@@ -39,3 +41,35 @@ def test_the_gap_judge_sees_only_the_newest_passages() -> None:
     assert "(22 earlier passages not shown)" in prompt
     assert "passage 29" in prompt
     assert "passage 21" not in prompt
+
+
+async def test_cancelling_the_search_step_stops_its_searches() -> None:
+    import asyncio
+
+    from selectgraph.research._iterative import _run_tasks
+    from selectgraph.research._state import ToolTask
+
+    started, stopped = asyncio.Event(), asyncio.Event()
+    finished: list[str] = []
+
+    class Slow:
+        async def search(self, query: str, *, limit: int = 5) -> list[object]:
+            started.set()
+            try:
+                await asyncio.Event().wait()  # never set: only a cancel ends it
+            except asyncio.CancelledError:
+                stopped.set()
+                raise
+            finished.append(query)
+            return []
+
+    tasks = [ToolTask(tool="web", query="q1", gap="g")]
+    step = asyncio.ensure_future(_run_tasks({"web": Slow()}, tasks, "Q", 5, None))  # type: ignore[dict-item]
+    await started.wait()
+
+    step.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await step
+
+    assert stopped.is_set()  # the search was cancelled with its step, not left running
+    assert finished == []
