@@ -103,6 +103,31 @@ def llama_server(gguf_path: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         "--seed",
         "1234",
     ]
+    with serving(command, port, log_path) as base_url:
+        yield base_url
+
+
+def local_server_command(gguf_path: Path, port: int, n_ctx: int) -> list[str]:
+    """``selectgraph local-server`` (requests queue) serving ``gguf_path`` on ``port``."""
+    return [
+        sys.executable,
+        "-m",
+        "selectgraph",
+        "local-server",
+        "--model",
+        str(gguf_path),
+        "--port",
+        str(port),
+        "--n-ctx",
+        str(n_ctx),
+        "--model-alias",
+        SERVER_MODEL,
+    ]
+
+
+@contextlib.contextmanager
+def serving(command: list[str], port: int, log_path: Path) -> Iterator[str]:
+    """Run a model server ``command`` on ``port`` until the block ends; yields its /v1 URL."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -20,7 +18,13 @@ import pytest
 from selectgraph.core._messages import Message
 from selectgraph.providers._base import CompletionRequest
 from selectgraph.providers._openai import OpenAIProvider
-from tests.real_models.conftest import N_CTX, SERVER_MODEL, _free_port, _wait_until_ready
+from tests.real_models.conftest import (
+    N_CTX,
+    SERVER_MODEL,
+    _free_port,
+    local_server_command,
+    serving,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -36,33 +40,8 @@ def helper_server(gguf_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     """``selectgraph local-server`` on a free port; yields its /v1 base URL."""
     port = _free_port()
     log_path = tmp_path_factory.mktemp("local-server") / "server.log"
-    command = [
-        sys.executable,
-        "-m",
-        "selectgraph",
-        "local-server",
-        "--model",
-        str(gguf_path),
-        "--port",
-        str(port),
-        "--n-ctx",
-        str(N_CTX),
-        "--model-alias",
-        SERVER_MODEL,
-    ]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        _wait_until_ready(process, base_url, log_path)
+    with serving(local_server_command(gguf_path, port, N_CTX), port, log_path) as base_url:
         yield base_url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 async def streamed_answer(provider: OpenAIProvider, question: str) -> tuple[str, str | None]:

@@ -13,8 +13,6 @@ its budgets small so the whole tier stays well under 10 minutes on two cores.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +24,7 @@ from selectgraph.providers._base import Provider
 from selectgraph.providers._llama import LlamaCppProvider
 from selectgraph.providers._openai import OpenAIProvider
 from selectgraph.research import DeepResearch, IterativeResearch, LocalCorpusSearch, ResearchBudget
-from tests.real_models.conftest import SERVER_MODEL, _free_port, _wait_until_ready
+from tests.real_models.conftest import SERVER_MODEL, _free_port, local_server_command, serving
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 
@@ -48,33 +46,8 @@ def roomy_server(gguf_path: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     """``selectgraph local-server`` with a 2048-token context; yields its /v1 base URL."""
     port = _free_port()
     log_path = tmp_path_factory.mktemp("roomy-server") / "server.log"
-    command = [
-        sys.executable,
-        "-m",
-        "selectgraph",
-        "local-server",
-        "--model",
-        str(gguf_path),
-        "--port",
-        str(port),
-        "--n-ctx",
-        "2048",
-        "--model-alias",
-        SERVER_MODEL,
-    ]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        _wait_until_ready(process, base_url, log_path)
+    with serving(local_server_command(gguf_path, port, 2048), port, log_path) as base_url:
         yield base_url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @pytest.fixture(params=["in_process", "server"])
