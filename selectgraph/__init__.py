@@ -132,7 +132,7 @@ from selectgraph.supervisor import (
 
 __version__ = "0.1.0"
 
-from selectgraph.core._errors import ThreadBusy, ThreadIdError, ThreadTakenOver
+from selectgraph.core._errors import StoreError, StoreUnavailable, ThreadBusy, ThreadIdError, ThreadTakenOver
 from selectgraph.persistence._threads import (
     MultitaskStrategy,
     StoredEvent,
@@ -246,6 +246,8 @@ __all__ = [
     "StateSnapshot",
     "StateValidationError",
     "StepType",
+    "StoreError",
+    "StoreUnavailable",
     "StoredEvent",
     "StreamMode",
     "SupervisorAgent",

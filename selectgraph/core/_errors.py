@@ -64,6 +64,8 @@ __all__ = [
     "StateDecodeError",
     "StateMigrationError",
     "StateSerializationError",
+    "StoreError",
+    "StoreUnavailable",
     "ThreadBusy",
     "ThreadIdError",
     "ThreadTakenOver",
@@ -278,6 +280,20 @@ class CheckpointDecodeError(StateDecodeError):
         """The checkpoint whose stored record is malformed."""
         self.location = location
         """Where the record is stored: a file, a table row."""
+
+
+class StoreError(SelectGraphError):
+    """A checkpoint store cannot serve the request: the location is not a store of
+    this kind, its schema is newer than this version of selectgraph, or its
+    database stopped answering. The message names the store and what to do."""
+
+
+class StoreUnavailable(StoreError):
+    """The store's database did not answer, even after reconnecting and retrying.
+
+    Raised instead of the driver's own errors (``PoolTimeout``,
+    ``OperationalError``) once the store has given up; nothing was half-written.
+    """
 
 
 class ResumeError(SelectGraphError, ValueError):
