@@ -26,13 +26,10 @@ Example::
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -48,6 +45,7 @@ from pydantic import (
 )
 
 from selectgraph.build._builder import AgentGraph, read_specs_with
+from selectgraph.build._spec_text import check_text, load_json, load_yaml, read_source
 from selectgraph.compile._compiled import CompiledGraph
 from selectgraph.core._callables import (
     BadReference,
@@ -86,9 +84,6 @@ _REDUCER_FACTORIES: dict[str, Any] = {
     "merge_by_key": merge_by_key,
 }
 
-
-_MAX_ALIAS_NODES = 10_000
-"""How many nodes YAML aliases may add to a document once expanded."""
 _ALLOWED_MODULES = "allowed_modules"
 """The validation-context key that carries the allow-list to the reference checks."""
 
@@ -316,6 +311,7 @@ class GraphSpec(_Strict):
             GraphSpecError: naming every invalid entry and where it is.
         """
         prefixes = _prefixes(allowed_modules)
+        check_text(data)
         try:
             spec = cls.model_validate(dict(data), context={_ALLOWED_MODULES: prefixes})
         except ValidationError as exc:
@@ -336,8 +332,8 @@ class GraphSpec(_Strict):
         Duplicate mapping keys are refused with their line, and aliases may
         add at most 10,000 nodes to the document.
         """
-        text = _read(source, (".yaml", ".yml"))
-        return cls.from_dict(_require_mapping(_load_yaml(text)), allowed_modules=allowed_modules)
+        text = read_source(source, (".yaml", ".yml"))
+        return cls.from_dict(_require_mapping(load_yaml(text)), allowed_modules=allowed_modules)
 
     @classmethod
     def from_json(
@@ -347,8 +343,8 @@ class GraphSpec(_Strict):
 
         Duplicate keys are refused with the place of the object that repeats one.
         """
-        text = _read(source, (".json",))
-        return cls.from_dict(_require_mapping(_load_json(text)), allowed_modules=allowed_modules)
+        text = read_source(source, (".json",))
+        return cls.from_dict(_require_mapping(load_json(text)), allowed_modules=allowed_modules)
 
     # ----------------------------------------------------------- building
     def build(self, *, allowed_modules: Iterable[str] | None = None) -> AgentGraph:
@@ -409,176 +405,6 @@ def _place(loc: tuple[int | str, ...]) -> str:
             continue
         place += f"[{part}]" if isinstance(part, int) else (f".{part}" if place else str(part))
     return place or "<root>"
-
-
-def _read(source: str | Path, suffixes: tuple[str, ...]) -> str:
-    """The text of ``source``, reading it when it names a file.
-
-    A Path, a name with a known suffix, or the name of an existing file is a
-    file; anything else is the document itself.
-    """
-    looks_like_path = (
-        isinstance(source, str)
-        and "\n" not in source
-        and (source.endswith(suffixes) or _is_file(source))
-    )
-    if isinstance(source, Path) or looks_like_path:
-        path = Path(source)
-        try:
-            return path.read_text()
-        except OSError as exc:
-            raise GraphSpecError(f"cannot read {path}: {exc}") from None
-    return str(source)
-
-
-def _is_file(name: str) -> bool:
-    try:
-        return Path(name).is_file()
-    except OSError:  # not a usable path at all (too long, bad characters): it is text
-        return False
-
-
-class _SpecYamlLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys (a repeated node would drop the first)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first_line: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            # Merged keys (<<) may be overridden on purpose; only explicit keys count.
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
-                continue
-            key = self.construct_object(key_node)
-            if key in first_line:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r} (first at line {first_line[key]})",
-                    key_node.start_mark,
-                )
-            first_line[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-# YAML 1.1 reads yes/no/on/off as booleans, so an edge's ``on: failure`` became
-# ``True: failure``. Specs use YAML 1.2's rule: only true and false are booleans.
-_SpecYamlLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_SpecYamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
-
-
-def _load_yaml(text: str) -> Any:
-    """Parse one YAML document, refusing duplicate keys and alias bombs."""
-    loader = _SpecYamlLoader(text)
-    try:
-        root = loader.get_single_node()
-        if root is None:
-            return None
-        distinct, expanded = _node_counts(root)
-        if expanded > distinct + _MAX_ALIAS_NODES:
-            raise GraphSpecError(
-                f"invalid YAML: aliases expand the document from {distinct} to {expanded} "
-                f"nodes; at most {_MAX_ALIAS_NODES:,} more are allowed"
-            )
-        return loader.construct_document(root)
-    except yaml.YAMLError as exc:
-        raise GraphSpecError(f"invalid YAML: {exc}") from None
-    except RecursionError:
-        raise GraphSpecError("invalid YAML: nested too deeply") from None
-    finally:
-        loader.dispose()
-
-
-def _node_counts(root: yaml.Node) -> tuple[int, int]:
-    """How many distinct nodes the composed document has, and how many once aliases expand.
-
-    An alias is the same node object in several places, so the expanded size
-    is counted once per node and summed up the tree: linear in the distinct
-    nodes, however large the expansion. Iterative, as documents may be deep.
-
-    Raises:
-        GraphSpecError: an alias refers to a node that contains it (a cycle).
-    """
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        children = _children(node)
-        if children_done:
-            open_nodes.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
-            continue
-        if id(node) in sizes:
-            continue
-        if id(node) in open_nodes:
-            line = node.start_mark.line + 1
-            raise GraphSpecError(f"invalid YAML: the alias at line {line} contains itself")
-        open_nodes.add(id(node))
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
-    return len(sizes), sizes[id(root)]
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []
-
-
-class _DuplicateJsonKeys(dict[str, Any]):
-    """A JSON object that repeated a key, marked so its place can be reported."""
-
-    duplicate: str = ""
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            marked = _DuplicateJsonKeys(pairs)
-            marked.duplicate = key
-            return marked
-        result[key] = value
-    return result
-
-
-def _load_json(text: str) -> Any:
-    """Parse JSON, refusing duplicate keys (which json.loads lets the last one win)."""
-    try:
-        data = json.loads(text, object_pairs_hook=_json_object)
-    except json.JSONDecodeError as exc:
-        raise GraphSpecError(f"invalid JSON: {exc}") from None
-    except RecursionError:
-        raise GraphSpecError("invalid JSON: nested too deeply") from None
-    found = _find_duplicate(data)
-    if found is not None:
-        where, key = found
-        raise GraphSpecError(f"invalid JSON: {where}: duplicate key {key!r}")
-    return data
-
-
-def _find_duplicate(data: Any) -> tuple[str, str] | None:
-    """The place (``nodes`` / ``edges[1]``) and key of the first object that repeated a key."""
-    stack: list[tuple[Any, tuple[int | str, ...]]] = [(data, ())]
-    while stack:
-        value, loc = stack.pop()
-        if isinstance(value, _DuplicateJsonKeys):
-            return _place(loc), value.duplicate
-        if isinstance(value, dict):
-            stack.extend((child, (*loc, key)) for key, child in reversed(value.items()))
-        elif isinstance(value, list):
-            stack.extend(
-                (child, (*loc, index)) for index, child in reversed(list(enumerate(value)))
-            )
-    return None
 
 
 def _require_mapping(data: Any) -> Mapping[str, Any]:
