@@ -28,6 +28,7 @@ from selectgraph.providers._deadline import ProviderTimeoutError
 from selectgraph.providers._errors_map import StructuredOutputRejected
 from selectgraph.providers._local import LocalProvider, LocalReply, ScriptExhausted
 from selectgraph.providers._pricing import ModelPrice, cost_usd, price_for, register_price
+from selectgraph.providers._reported_usage import ImplausibleUsageWarning
 from selectgraph.providers._retry import ProviderRetry
 from selectgraph.providers._tokens import count_message_tokens, count_text_tokens, register_encoding
 from selectgraph.providers._tool_calls import ToolCallInvalid
@@ -51,6 +52,7 @@ __all__ = [
     "Completion",
     "CompletionRequest",
     "FunctionChoice",
+    "ImplausibleUsageWarning",
     "LlamaCppProvider",
     "LocalProvider",
     "LocalReply",

@@ -56,9 +56,10 @@ from selectgraph.providers._errors_map import (
     url_secrets,
 )
 from selectgraph.providers._pricing import cost_usd
+from selectgraph.providers._reported_usage import reported_tokens
 from selectgraph.providers._retry import ProviderRetry
 from selectgraph.providers._sdk import LoopClients, OpenStream, SDKProvider, elapsed_ms
-from selectgraph.providers._tokens import estimate_message_tokens
+from selectgraph.providers._tokens import estimate_message_tokens, estimate_text_tokens
 from selectgraph.providers._tool_calls import check_tool_choice, forces_tool, named_tool
 
 if TYPE_CHECKING:
@@ -260,7 +261,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
             return await self._with_retries(lambda: self._create(args, model, mode), model)
 
         assembler, mode = await self._structured(request, call)
-        return assembler.completion(latency_ms=elapsed_ms(started), structured_mode=mode)
+        return assembler.completion(request, latency_ms=elapsed_ms(started), structured_mode=mode)
 
     async def _create(
         self, args: _CreateArgs, model: str, mode: StructuredMode | None
@@ -277,7 +278,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
             error = self._malformed(model, f"the body is not valid JSON ({exc})", garbage=True)
         else:
             if isinstance(response, AnthropicMessageType):
-                assembler = _Assembler(model=model, priced=self._priced)
+                assembler = _Assembler(model=model, priced=self._priced, provider=self.name)
                 problem = assembler.take_message(response)
                 if problem is None:
                     return assembler
@@ -326,7 +327,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
             except (anthropic.AnthropicError, httpx2.TransportError) as exc:
                 error = self._error(exc, model, mode)
             else:
-                assembler = _Assembler(model=model, priced=self._priced)
+                assembler = _Assembler(model=model, priced=self._priced, provider=self.name)
                 return OpenStream(stream=events, assembler=assembler)
             raise error
 
@@ -340,7 +341,7 @@ class AnthropicProvider(SDKProvider[AsyncAnthropic, AsyncStream[RawMessageStream
         async for chunk in self._relay(opened, model):
             yield chunk
         completion = opened.assembler.completion(
-            latency_ms=elapsed_ms(started), structured_mode=mode
+            request, latency_ms=elapsed_ms(started), structured_mode=mode
         )
         yield StreamChunk(completion=completion)
 
@@ -493,6 +494,9 @@ class _Assembler:
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    counted: bool = True
+    """Whether the server reported possible token counts (else the provider counts)."""
+    provider: str = "anthropic"
 
     stopped: bool = False
     """Whether the stream's ``message_stop`` event arrived."""
@@ -520,6 +524,8 @@ class _Assembler:
             self.model = model
         for index, block in enumerate(message.content):
             if block.type == "text":
+                if not isinstance(block.text, str):
+                    raise TypeError(f"content[{index}].text is {type(block.text).__name__}")
                 self.text.append(block.text)
             elif block.type == "tool_use":
                 self.tool_calls[index] = _PendingToolCall(
@@ -527,12 +533,25 @@ class _Assembler:
                 )
         self.stop_reason = getattr(message, "stop_reason", None)
         usage = message.usage
-        self.input_tokens = (
-            int(usage.input_tokens)
-            + (getattr(usage, "cache_creation_input_tokens", None) or 0)
-            + (getattr(usage, "cache_read_input_tokens", None) or 0)
+        self._take_input(usage)
+        self._take_output(usage)
+
+    def _take_input(self, usage: object) -> None:
+        counts = [
+            reported_tokens(getattr(usage, name, None), f"usage.{name}", self.provider)
+            for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        ]
+        if counts[0] is None:
+            self.counted = False
+        self.input_tokens = sum(count or 0 for count in counts)
+
+    def _take_output(self, usage: object) -> None:
+        count = reported_tokens(
+            getattr(usage, "output_tokens", None), "usage.output_tokens", self.provider
         )
-        self.output_tokens = int(usage.output_tokens)
+        if count is None:
+            self.counted = False
+        self.output_tokens = count or 0
 
     def take_event(self, event: object) -> str | None:
         """Take one stream event; returns the text it adds, or ``None`` if it is not an event."""
@@ -567,33 +586,41 @@ class _Assembler:
                 self.stop_reason = event.delta.stop_reason
             usage = event.usage
             # message_delta counts are cumulative, so they replace message_start's.
-            self.output_tokens = int(usage.output_tokens)
+            self._take_output(usage)
             if usage.input_tokens is not None:
-                self.input_tokens = (
-                    usage.input_tokens
-                    + (usage.cache_creation_input_tokens or 0)
-                    + (usage.cache_read_input_tokens or 0)
-                )
+                self._take_input(usage)
         elif event.type == "message_stop":
             self.stopped = True
         return ""
 
     def completion(
-        self, *, latency_ms: float, structured_mode: StructuredMode | None = None
+        self,
+        request: CompletionRequest,
+        *,
+        latency_ms: float,
+        structured_mode: StructuredMode | None = None,
     ) -> Completion:
         """The finished completion, with usage priced for the model that answered."""
         text = "".join(self.text)
         calls = tuple(_tool_call(p) for _, p in sorted(self.tool_calls.items()))
         stop = self.stop_reason
+        input_tokens, output_tokens = self.input_tokens, self.output_tokens
+        if not self.counted:  # budgets still need a number
+            input_tokens = estimate_message_tokens(request.messages)
+            output_tokens = estimate_text_tokens(
+                text
+                + "".join(
+                    "".join(p.input_json) if p.input is None else json.dumps(p.input)
+                    for p in self.tool_calls.values()
+                )
+            )
         return Completion(
             message=Message.assistant(text if text or not calls else None, tool_calls=calls),
             usage=Usage(
-                input_tokens=self.input_tokens,
-                output_tokens=self.output_tokens,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
                 cost_usd=(
-                    cost_usd(self.model, self.input_tokens, self.output_tokens)
-                    if self.priced
-                    else None
+                    cost_usd(self.model, input_tokens, output_tokens) if self.priced else None
                 ),
                 calls=1,
             ),

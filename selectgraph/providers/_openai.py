@@ -52,6 +52,7 @@ from selectgraph.providers._errors_map import (
     url_secrets,
 )
 from selectgraph.providers._pricing import cost_usd
+from selectgraph.providers._reported_usage import reported_tokens
 from selectgraph.providers._retry import ProviderRetry
 from selectgraph.providers._sdk import (
     LoopClients,
@@ -66,7 +67,6 @@ from selectgraph.providers._tool_calls import check_tool_choice, forces_tool, na
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
-    from openai.types import CompletionUsage
     from openai.types.shared_params import ResponseFormatJSONSchema
 
 __all__ = ["MaxTokensField", "OpenAIProvider"]
@@ -257,7 +257,9 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
             if problem is None:
                 assert isinstance(response, ChatCompletion)
                 assembler = _Assembler(
-                    model=getattr(response, "model", None) or model, priced=self._priced
+                    model=getattr(response, "model", None) or model,
+                    priced=self._priced,
+                    provider=self.name,
                 )
                 problem = assembler.take_completion(response)
                 if problem is None:
@@ -307,7 +309,7 @@ class OpenAIProvider(SDKProvider[AsyncOpenAI, AsyncStream[ChatCompletionChunk]])
             except openai.OpenAIError as exc:
                 error = self._error(exc, model, mode)
             else:
-                assembler = _Assembler(model=model, priced=self._priced)
+                assembler = _Assembler(model=model, priced=self._priced, provider=self.name)
                 return OpenStream(stream=chunks, assembler=assembler)
             raise error
 
@@ -470,8 +472,10 @@ class _Assembler:
     text: list[str] = field(default_factory=list)
     tool_calls: dict[int, _PendingToolCall] = field(default_factory=dict)
     finish_reason: str | None = None
-    usage: CompletionUsage | None = None
+    usage: tuple[int, int] | None = None
+    """The (input, output) token counts the server reported, when it reported possible ones."""
     refused: bool = False
+    provider: str = "openai"
 
     def take_completion(self, response: ChatCompletion) -> str | None:
         """Take a whole (non-streamed) response; returns what is wrong with it, if anything."""
@@ -484,12 +488,16 @@ class _Assembler:
         return None
 
     def _take_completion(self, response: ChatCompletion) -> None:
-        self.usage = _usage_of(response)
+        self.usage = _usage_of(response, self.provider)
         choice = response.choices[0]
         self.finish_reason = choice.finish_reason
         message = choice.message
+        if message.content is not None and not isinstance(message.content, str):
+            # str() would turn a number into an answer nobody sent.
+            kind = type(message.content).__name__
+            raise TypeError(f"choices[0].message.content is {kind}, not a string")
         if message.content:
-            self.text.append(str(message.content))
+            self.text.append(message.content)
         elif getattr(message, "refusal", None):
             self.text.append(str(message.refusal))
             self.refused = True
@@ -514,7 +522,7 @@ class _Assembler:
         model = getattr(chunk, "model", None)
         if model:
             self.model = model
-        usage = _usage_of(chunk)
+        usage = _usage_of(chunk, self.provider)
         if usage is not None:
             self.usage = usage
         added = ""
@@ -558,10 +566,9 @@ class _Assembler:
             for _, p in sorted(self.tool_calls.items())
         )
         if self.usage is not None:
-            input_tokens = self.usage.prompt_tokens
-            output_tokens = self.usage.completion_tokens
+            input_tokens, output_tokens = self.usage
         else:
-            # Some compatible servers report no usage; budgets still need a number.
+            # Some compatible servers report no (possible) usage; budgets still need a number.
             input_tokens = count_message_tokens(request.messages, self.model)
             output_tokens = count_text_tokens(
                 text + "".join("".join(p.arguments) for p in self.tool_calls.values()), self.model
@@ -605,16 +612,22 @@ def _completion_problem(response: object) -> str | None:
     return None
 
 
-def _usage_of(reply: ChatCompletion | ChatCompletionChunk) -> CompletionUsage | None:
+def _usage_of(reply: ChatCompletion | ChatCompletionChunk, provider: str) -> tuple[int, int] | None:
+    """The reply's (input, output) token counts; ``None`` when it has no possible ones.
+
+    Raises:
+        TypeError: a count is there but not an integer (a malformed reply).
+    """
     usage = getattr(reply, "usage", None)
     if usage is None:
         return None
-    # Both counts are read as numbers later; a usage object without them is no usage.
-    if not isinstance(getattr(usage, "prompt_tokens", None), int) or not isinstance(
-        getattr(usage, "completion_tokens", None), int
-    ):
-        return None
-    return usage  # type: ignore[no-any-return]
+    prompt = reported_tokens(getattr(usage, "prompt_tokens", None), "usage.prompt_tokens", provider)
+    completion = reported_tokens(
+        getattr(usage, "completion_tokens", None), "usage.completion_tokens", provider
+    )
+    if prompt is None or completion is None:
+        return None  # counted locally: half a report is no report
+    return prompt, completion
 
 
 def _with_schema_instructions(

@@ -15,6 +15,7 @@ import pytest
 
 from selectgraph.core._errors import ProviderError, ProviderRequestError, ProviderRetryableError
 from selectgraph.core._messages import Message
+from selectgraph.providers import ImplausibleUsageWarning
 from selectgraph.providers._base import CompletionRequest
 from tests.providers.llm_server import (
     anthropic_stream,
@@ -327,7 +328,7 @@ async def test_openai_usage_without_numbers_is_counted_locally(
     server: FakeLLMServer, openai_provider: OpenAIProvider
 ) -> None:
     body = chat_completion("four words in all")
-    body["usage"] = {"prompt_tokens": "many", "completion_tokens": None}
+    body["usage"] = {"prompt_tokens": None}
     server.script(OPENAI_PATH, json_reply(body))
 
     completion = await openai_provider.complete(REQUEST)
@@ -335,6 +336,90 @@ async def test_openai_usage_without_numbers_is_counted_locally(
     assert completion.message.text == "four words in all"
     assert completion.usage.input_tokens > 0
     assert completion.usage.output_tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("prompt_tokens", "many"), ("completion_tokens", 2.5)],
+)
+async def test_openai_usage_of_the_wrong_type_is_a_malformed_reply(
+    field: str, value: object, server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    body = chat_completion("hi")
+    body["usage"][field] = value
+    server.script(OPENAI_PATH, json_reply(body))
+
+    error = await complete_fails(openai_provider)
+
+    assert_typed(error, False, f"usage.{field} is")
+
+
+async def test_openai_content_that_is_not_text_is_a_malformed_reply(
+    server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    body = chat_completion("hi")
+    body["choices"][0]["message"]["content"] = 7
+    server.script(OPENAI_PATH, json_reply(body))
+
+    error = await complete_fails(openai_provider)
+
+    assert_typed(error, False, "content is int, not a string")
+
+
+@pytest.mark.parametrize("count", [-(10**30), 10**30, -1])
+async def test_openai_impossible_usage_is_counted_locally_with_a_warning(
+    count: int, server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    body = chat_completion("four words in all", prompt_tokens=count)
+    server.script(OPENAI_PATH, json_reply(body))
+
+    with pytest.warns(ImplausibleUsageWarning, match="usage.prompt_tokens"):
+        completion = await openai_provider.complete(REQUEST)
+
+    # The local count: a budget can neither be defeated nor tripped by the claim.
+    assert 0 < completion.usage.input_tokens < 1_000
+    assert 0 < completion.usage.output_tokens < 1_000
+
+
+async def test_openai_impossible_usage_in_a_stream_is_counted_locally(
+    server: FakeLLMServer, openai_provider: OpenAIProvider
+) -> None:
+    server.script(OPENAI_PATH, openai_stream(text_chunks("a", "b", prompt_tokens=-(10**30))))
+
+    with pytest.warns(ImplausibleUsageWarning):
+        pieces = [c async for c in openai_provider.stream(REQUEST)]
+
+    usage = pieces[-1].completion.usage  # type: ignore[union-attr]
+    assert 0 < usage.input_tokens < 1_000
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "output_tokens"])
+@pytest.mark.parametrize("count", [-(10**30), 10**30])
+async def test_anthropic_impossible_usage_is_counted_locally_with_a_warning(
+    field: str, count: int, server: FakeLLMServer, anthropic_provider: AnthropicProvider
+) -> None:
+    body = anthropic_message([text_block("four words in all")])
+    body["usage"][field] = count
+    server.script(ANTHROPIC_PATH, json_reply(body))
+
+    with pytest.warns(ImplausibleUsageWarning, match=f"usage.{field}"):
+        completion = await anthropic_provider.complete(REQUEST)
+
+    assert 0 < completion.usage.input_tokens < 1_000
+    assert 0 < completion.usage.output_tokens < 1_000
+    assert completion.usage.cost_usd is None or 0 <= completion.usage.cost_usd < 1
+
+
+async def test_anthropic_text_that_is_not_text_is_a_malformed_reply(
+    server: FakeLLMServer, anthropic_provider: AnthropicProvider
+) -> None:
+    body = anthropic_message([text_block("hi")])
+    body["content"][0]["text"] = 7
+    server.script(ANTHROPIC_PATH, json_reply(body))
+
+    error = await complete_fails(anthropic_provider)
+
+    assert_typed(error, False, "content[0].text is int")
 
 
 async def test_openai_chunk_with_a_wrongly_typed_delta_is_typed(
