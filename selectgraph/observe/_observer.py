@@ -13,6 +13,7 @@ Only the methods a subclass overrides are called, chosen once per class.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Iterable
@@ -28,6 +29,7 @@ from selectgraph.observe._events import (
     NodeStarted,
     ParallelFinished,
     ParallelStarted,
+    RunCancelled,
     RunFailed,
     RunFinished,
     RunResumed,
@@ -70,6 +72,9 @@ _SEED_EVENTS: tuple[tuple[str, type[GraphEvent], _Args], ...] = (
         RunFailed,
         lambda e: (e.run_id, e.graph, e.node, e.exception if e.exception is not None else e.error),
     ),
+    # A run stopped from outside ends with on_graph_error too (as LangChain's
+    # callbacks do): an observer that opened a span at on_graph_start can close it.
+    ("graph_error", RunCancelled, lambda e: (e.run_id, e.graph, e.node, _cancelled(e))),
     ("node_start", NodeStarted, lambda e: (e.run_id, e.node, e.step)),
     ("node_end", NodeFinished, lambda e: (e.run_id, e.node, e.step, e.duration_ms)),
     ("graph_routing", EdgeFired, lambda e: (e.run_id, e.source, e.next_node)),
@@ -85,8 +90,13 @@ _SEED_EVENTS: tuple[tuple[str, type[GraphEvent], _Args], ...] = (
     ("loop_detected", LoopDetected, lambda e: (e.run_id, e.node, 1)),
     ("supervisor_replan", SupervisorReplanned, lambda e: (e.run_id, e.stall_count, e.new_plan)),
 )
-_OUTERMOST_ONLY = frozenset({RunStarted, RunFinished, RunFailed, RunResumed})
+_OUTERMOST_ONLY = frozenset({RunStarted, RunFinished, RunFailed, RunCancelled, RunResumed})
 """Events the seed reports once per run: a subgraph's own start and end are not the run's."""
+
+
+def _cancelled(event: RunCancelled) -> asyncio.CancelledError:
+    """The error ``on_graph_error`` gets for a run stopped from outside."""
+    return asyncio.CancelledError(f"the run was stopped from outside ({event.reason})")
 
 
 def _overridden(cls: type, base: type, name: str) -> bool:
@@ -148,7 +158,11 @@ class AgentObserver(Observer):
     def on_graph_error(
         self, run_id: str, graph_name: str, node_name: str | None, error: Any
     ) -> None:
-        """The run failed (``error`` is the exception)."""
+        """The run failed (``error`` is the exception), or was stopped from outside.
+
+        A run stopped from outside gets an ``asyncio.CancelledError``, with the
+        node that was running as ``node_name``.
+        """
 
     def on_node_start(self, run_id: str, node_name: str, step: int) -> None:
         """A node began."""
@@ -238,7 +252,7 @@ class AsyncAgentObserver(Observer):
     async def a_on_graph_error(
         self, run_id: str, graph_name: str, node_name: str | None, error: Any
     ) -> None:
-        """The run failed."""
+        """The run failed, or was stopped from outside (an ``asyncio.CancelledError``)."""
 
     async def a_on_node_start(self, run_id: str, node_name: str, step: int) -> None:
         """A node began."""

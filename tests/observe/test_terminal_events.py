@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from selectgraph import END, AgentGraph
+from selectgraph import END, AgentGraph, AgentObserver, AsyncAgentObserver, drain_observers
 from selectgraph.observe import (
     GraphEvent,
     GraphEventType,
@@ -64,6 +64,64 @@ async def test_a_timed_out_run_emits_run_cancelled() -> None:
         )
 
     assert [type(e) for e in _terminal(seen)] == [RunCancelled]
+
+
+class _Calls(AgentObserver):
+    """Records the seed methods it is called with, by name."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def on_graph_start(self, *args: Any) -> None:
+        self.calls.append(("on_graph_start", args))
+
+    def on_node_start(self, *args: Any) -> None:
+        self.calls.append(("on_node_start", args))
+
+    def on_node_end(self, *args: Any) -> None:
+        self.calls.append(("on_node_end", args))
+
+    def on_graph_end(self, *args: Any) -> None:
+        self.calls.append(("on_graph_end", args))
+
+    def on_graph_error(self, *args: Any) -> None:
+        self.calls.append(("on_graph_error", args))
+
+
+class _AsyncCalls(AsyncAgentObserver):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    async def a_on_node_start(self, *args: Any) -> None:
+        self.calls.append(("a_on_node_start", args))
+
+    async def a_on_graph_error(self, *args: Any) -> None:
+        self.calls.append(("a_on_graph_error", args))
+
+
+async def test_an_agent_observer_of_a_run_stopped_from_outside_gets_on_graph_error() -> None:
+    observer, queued = _Calls(), _AsyncCalls()
+
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(
+            _slow_graph(asyncio.Event()).arun(observers=[observer, queued]), timeout=0.05
+        )
+    await drain_observers()
+
+    # The node that was running never ends, but the run does: one terminal call.
+    assert [name for name, _ in observer.calls] == [
+        "on_graph_start",
+        "on_node_start",
+        "on_node_end",
+        "on_node_start",
+        "on_graph_error",
+    ]
+    _, graph_name, node, error = observer.calls[-1][1]
+    assert (graph_name, node) == ("g", "slow")
+    assert isinstance(error, asyncio.CancelledError)
+    assert "stopped from outside (cancelled)" in str(error)
+    assert [name for name, _ in queued.calls][-1] == "a_on_graph_error"
+    assert queued.calls[-1][1][2] == "slow"
 
 
 async def test_an_astream_consumer_that_stops_reading_gets_the_run_cancelled() -> None:
