@@ -146,13 +146,22 @@ def load_yaml(text: str) -> Any:
             )
         data = loader.construct_document(root)
     except yaml.YAMLError as exc:
-        raise GraphSpecError(f"invalid YAML: {exc}") from None
+        raise GraphSpecError(f"invalid YAML: {_one_line(exc)}") from None
     except RecursionError:
         raise GraphSpecError("invalid YAML: nested too deeply") from None
     finally:
         if loader is not None:
             loader.dispose()
     return data
+
+
+def _one_line(error: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: what is wrong, then where (its own text quotes the source)."""
+    if isinstance(error, yaml.MarkedYAMLError):
+        said = ", ".join(part for part in (error.context, error.problem) if part)
+        mark = error.problem_mark or error.context_mark
+        return said + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark else "")
+    return " ".join(str(error).split())
 
 
 def _node_counts(root: yaml.Node) -> tuple[int, int]:

@@ -16,6 +16,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from selectgraph.cli._common import (
     EXIT_FAILED,
@@ -27,6 +28,7 @@ from selectgraph.cli._common import (
     NoInputOpt,
     QuietOpt,
     StoreOpt,
+    checked_run_id,
     err,
     fail,
     load,
@@ -40,10 +42,29 @@ from selectgraph.cli._local_server import local_server
 from selectgraph.cli._runs import runs_app
 from selectgraph.cli._threads import threads_app
 from selectgraph.core._errors import SelectGraphError
+from selectgraph.core._run_errors import GraphRunError
 
 __all__ = ["EXIT_FAILED", "EXIT_PAUSED", "EXIT_USAGE", "app"]
 
-app = typer.Typer(
+
+class _Commands(typer.Typer):
+    """The command group, with one last answer for a selectgraph error no command caught.
+
+    Commands catch what they expect and say it in their own words; anything else
+    selectgraph raises on purpose (a store that cannot be opened or read, a
+    corrupt checkpoint) still ends as one line and an exit code, not a traceback.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except SelectGraphError as error:
+            code = EXIT_FAILED if isinstance(error, GraphRunError) else EXIT_USAGE
+            err.print(Text.assemble(("error:", "bold red"), " ", str(error)), highlight=False)
+            raise SystemExit(code) from None
+
+
+app = _Commands(
     name="selectgraph",
     help="Run selectgraph graphs, answer their questions, inspect runs and threads, "
     "serve the studio.",
@@ -66,7 +87,9 @@ def run(
         ),
     ] = None,
     store: StoreOpt = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="The run's id.")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="The run's id.", callback=checked_run_id)
+    ] = None,
     no_input: NoInputOpt = False,
     allow: AllowOpt = None,
     quiet: QuietOpt = False,
@@ -131,6 +154,10 @@ def studio(
         str | None,
         typer.Option(help="A secret every request must carry (needed beyond 127.0.0.1)."),
     ] = None,
+    max_body: Annotated[
+        int,
+        typer.Option("--max-body", min=1, help="The largest request body read, in bytes (1 MiB)."),
+    ] = 1 << 20,
     allow: AllowOpt = None,
 ) -> None:
     """Serve the studio for GRAPH: watch runs live, answer questions, fork runs."""
@@ -143,7 +170,14 @@ def studio(
     token = token or os.environ.get(TOKEN_ENV) or None
     err.print(f"selectgraph studio for {target.graph.name!r}: {studio_url(host, port, token)}")
     try:
-        serve(target.graph, host=host, port=port, store=checkpoints, token=token)
+        serve(
+            target.graph,
+            host=host,
+            port=port,
+            store=checkpoints,
+            token=token,
+            max_body=max_body,
+        )
     except ValueError as error:
         fail(str(error))
 

@@ -17,19 +17,22 @@ from rich.text import Text
 
 from selectgraph.cli._load import LoadError, Target, load_target
 from selectgraph.cli._stores import StoreURLError, open_store
+from selectgraph.core._errors import SelectGraphError, ThreadIdError
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.persistence._threads import ThreadStore
+from selectgraph.persistence._threads import ThreadStore, check_thread_id
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_PAUSED",
     "EXIT_USAGE",
+    "MAX_LIMIT",
     "AllowOpt",
     "GraphArg",
     "JsonOpt",
     "NoInputOpt",
     "QuietOpt",
     "StoreOpt",
+    "checked_run_id",
     "err",
     "fail",
     "load",
@@ -44,6 +47,8 @@ __all__ = [
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PAUSED = 3
+MAX_LIMIT = 10_000
+"""The most rows one ``--limit`` lists (a store's integers stop at 2**63)."""
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -81,6 +86,20 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
+def checked_run_id(run_id: str | None) -> str | None:
+    """A run id every store can hold (what a thread id may be), or a usage error."""
+    if run_id is None:
+        return None
+    try:
+        check_thread_id(run_id)
+    except ThreadIdError:
+        fail(
+            f"run id {run_id!r} cannot be stored: use 1 to 256 characters without control "
+            "characters or '|' (interrupt ids use it), that UTF-8 can encode"
+        )
+    return run_id
+
+
 def load(graph: str, allow: Sequence[str] | None) -> Target:
     """The graph GRAPH names, or a usage error saying why there is none."""
     try:
@@ -97,7 +116,7 @@ def open_checkpoints(url: str | None, *, required: bool = False) -> CheckpointSt
         return None
     try:
         return open_store(url)
-    except (StoreURLError, ImportError, OSError) as error:
+    except (StoreURLError, ImportError, OSError, SelectGraphError) as error:
         fail(f"--store {url}: {error}")
 
 
@@ -114,7 +133,7 @@ def parse_input(raw: str | None) -> Any:
     """The ``--input`` value as the run's input.
 
     JSON (an object is the state's data, a string a prompt), ``@file`` for a file of
-    JSON, anything else a prompt.
+    JSON, anything else a prompt. JSON nested too deeply to read is a usage error.
     """
     if raw is None:
         return None
@@ -122,14 +141,18 @@ def parse_input(raw: str | None) -> Any:
         path = Path(raw[1:])
         try:
             text = path.read_text(encoding="utf-8")
-        except OSError as error:
+        except (OSError, UnicodeDecodeError) as error:
             fail(f"--input {raw}: {error}")
         try:
             return json.loads(text)
+        except RecursionError:
+            fail(f"--input {raw}: the JSON is nested too deeply to read")
         except ValueError as error:
             fail(f"--input {raw}: the file is not valid JSON: {error}")
     try:
         return json.loads(raw)
+    except RecursionError:
+        fail("--input: the JSON is nested too deeply to read")
     except ValueError:
         return raw
 
@@ -138,6 +161,8 @@ def loose(text: str) -> Any:
     """``text`` as JSON when it parses, else the text itself (answers, metadata values)."""
     try:
         return json.loads(text)
+    except RecursionError:
+        fail(f"{text[:20]}...: the JSON is nested too deeply to read")
     except ValueError:
         return text
 

@@ -12,12 +12,15 @@ from rich.text import Text
 from selectgraph.cli._common import (
     EXIT_FAILED,
     EXIT_PAUSED,
+    MAX_LIMIT,
     AllowOpt,
     GraphArg,
     JsonOpt,
     NoInputOpt,
     QuietOpt,
     StoreOpt,
+    checked_run_id,
+    err,
     fail,
     load,
     loose,
@@ -42,14 +45,26 @@ runs_app = typer.Typer(help="Runs kept in a checkpoint store.", no_args_is_help=
 @runs_app.command("list")
 def runs_list(
     store: StoreOpt = None,
-    limit: Annotated[int, typer.Option(help="Runs to show, newest first.")] = 20,
+    limit: Annotated[
+        int, typer.Option(min=1, max=MAX_LIMIT, help="Runs to show, newest first.")
+    ] = 20,
 ) -> None:
-    """List the runs a store holds, newest first."""
+    """List the runs a store holds, newest first.
+
+    A run that cannot be read (a corrupt checkpoint) is listed as ``unreadable``
+    and its error printed after the table; the command then exits 2.
+    """
     checkpoints = open_checkpoints(store, required=True)
     assert checkpoints is not None
     table = Table("run", "status", "step", "at", "last checkpoint", "thread")
+    unreadable: list[str] = []
     for run_id in checkpoints.runs(limit=limit):
-        head = checkpoints.head(run_id)
+        try:
+            head = checkpoints.head(run_id)
+        except SelectGraphError as error:  # one bad run must not hide the others
+            table.add_row(run_id, "unreadable", "", "", "", "")
+            unreadable.append(f"run {run_id!r} cannot be read: {error}")
+            continue
         if head is None:
             continue
         trigger = str(head.metadata.get("trigger", ""))
@@ -62,6 +77,10 @@ def runs_list(
             str(head.metadata.get("thread_id") or ""),
         )
     out.print(table)
+    for problem in unreadable[:-1]:
+        err.print(Text.assemble(("error:", "bold red"), " ", problem), highlight=False)
+    if unreadable:
+        fail(unreadable[-1])
 
 
 def _stored_view(
@@ -89,7 +108,7 @@ def _stored_view(
 
 @runs_app.command("show")
 def runs_show(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
+    run_id: Annotated[str, typer.Argument(help="The run.", callback=checked_run_id)],
     store: StoreOpt = None,
     graph: Annotated[
         str | None,
@@ -104,7 +123,11 @@ def runs_show(
     """Show a run: its state, questions, checkpoints, and its timeline from the event log."""
     checkpoints = open_checkpoints(store, required=True)
     assert checkpoints is not None
-    head = checkpoints.head(run_id)
+    try:
+        head = checkpoints.head(run_id)
+        kept = checkpoints.list(run_id)
+    except SelectGraphError as error:  # a corrupt checkpoint: say so, not a traceback
+        fail(f"run {run_id!r} cannot be read: {error}")
     if head is None:
         fail(f"no run {run_id!r} in {store}")
     values, pending, upcoming, output = _stored_view(checkpoints, head, graph, allow)
@@ -120,7 +143,7 @@ def runs_show(
         out.print(f"waiting: {question}", highlight=False, markup=False)
     out.print_json(data={"state": values})
     table = Table("checkpoint", "step", "trigger", "node", "at", title="checkpoints")
-    for cp in reversed(checkpoints.list(run_id)):
+    for cp in reversed(kept):
         table.add_row(
             cp.checkpoint_id,
             str(cp.step),
@@ -153,7 +176,7 @@ def _print_timeline(checkpoints: CheckpointStore, run_id: str, everything: bool)
 @runs_app.command("resume")
 def runs_resume(
     graph: GraphArg,
-    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    run_id: Annotated[str, typer.Argument(help="The run to continue.", callback=checked_run_id)],
     store: StoreOpt = None,
     answer: Annotated[
         list[str] | None,
@@ -219,13 +242,16 @@ def runs_resume(
 @runs_app.command("fork")
 def runs_fork(
     graph: GraphArg,
-    run_id: Annotated[str, typer.Argument(help="The run to fork.")],
+    run_id: Annotated[str, typer.Argument(help="The run to fork.", callback=checked_run_id)],
     checkpoint: Annotated[
         str, typer.Option("--checkpoint", "-c", help="The checkpoint to fork from.")
     ],
     store: StoreOpt = None,
     new_id: Annotated[
-        str | None, typer.Option("--run-id", help="The new run's id (default: generated).")
+        str | None,
+        typer.Option(
+            "--run-id", help="The new run's id (default: generated).", callback=checked_run_id
+        ),
     ] = None,
     no_input: NoInputOpt = False,
     allow: AllowOpt = None,

@@ -45,6 +45,7 @@ def open_store(url: str) -> CheckpointStore:
     if text.startswith(("postgresql://", "postgres://")):
         from selectgraph.persistence._postgres import PostgresCheckpointStore
 
+        _check_postgres_url(text)
         return PostgresCheckpointStore(text)
     if text.startswith("file://"):
         return FileCheckpointStore(Path(text.removeprefix("file://")))
@@ -54,3 +55,16 @@ def open_store(url: str) -> CheckpointStore:
     if path.is_dir():
         return FileCheckpointStore(path)
     raise StoreURLError(f"{url!r} is not a store; use one of: {EXAMPLES}")
+
+
+def _check_postgres_url(url: str) -> None:
+    """Refuse a URL libpq cannot parse, in our words (psycopg raises a ProgrammingError)."""
+    try:
+        from psycopg import Error
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return  # the store's own ImportError says which extra to install
+    try:
+        conninfo_to_dict(url)
+    except Error as error:
+        raise StoreURLError(f"not a PostgreSQL URL libpq can read: {error}") from None

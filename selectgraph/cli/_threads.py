@@ -18,12 +18,14 @@ from rich.table import Table
 from rich.text import Text
 
 from selectgraph.cli._common import (
+    MAX_LIMIT,
     AllowOpt,
     GraphArg,
     JsonOpt,
     NoInputOpt,
     QuietOpt,
     StoreOpt,
+    checked_run_id,
     fail,
     load,
     open_threads,
@@ -92,8 +94,8 @@ def threads_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List the threads a store holds, most recently active first."""
-    if limit < 1:
-        fail(f"--limit must be at least 1, got {limit}")
+    if not 1 <= limit <= MAX_LIMIT:
+        fail(f"--limit must be from 1 to {MAX_LIMIT:,}, got {limit}")
     wanted = parse_metadata(metadata)
     checkpoints, threads = open_threads(store)
     found = threads.list_threads(metadata=wanted or None, limit=limit)
@@ -296,7 +298,9 @@ def threads_send(
         float | None,
         typer.Option("--ttl", help="Seconds idle after which the thread may be pruned."),
     ] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="The new run's id.")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="The new run's id.", callback=checked_run_id)
+    ] = None,
     no_input: NoInputOpt = False,
     allow: AllowOpt = None,
     quiet: QuietOpt = False,

@@ -151,7 +151,7 @@ def test_the_timeline_shows_questions_answers_and_failures(store: str) -> None:
         (("threads", "send", CHAT, "t", "hi", "--strategy", "later"), "--strategy must be one of"),
         (("threads", "send", CHAT, "t", "hi", "--ttl", "0"), "--ttl must be a positive"),
         (("threads", "list", "--metadata", "user"), "--metadata 'user': write key=value"),
-        (("threads", "list", "--limit", "0"), "--limit must be at least 1"),
+        (("threads", "list", "--limit", "0"), "--limit must be from 1 to 10,000, got 0"),
         (("runs", "show", "nope"), "no run 'nope' in sqlite:///"),
         (("runs", "resume", "tests.cli.graphs:approval", "nope"), "no run 'nope'"),
         (("runs", "fork", "tests.cli.graphs:approval", "nope", "-c", "x"), "no run 'nope'"),
