@@ -124,7 +124,15 @@ class Checkpoint:
 
     @property
     def node_name(self) -> str | None:
-        """The node just completed, or the one the run stopped before (seed 004's name)."""
+        """The node this checkpoint was saved after (seed 004's name), or ``None``.
+
+        After a node completed, that node; where the run stopped at a node (it
+        asked a question, failed, was paused or cancelled there), that node. The
+        input checkpoint, saved before any node ran, names none: naming the entry
+        node there made two checkpoints in a row claim to be after it.
+        """
+        if self.metadata.get("trigger") == "input":
+            return None
         for entry in self.next[:1]:
             if isinstance(entry, str):
                 return entry

@@ -77,6 +77,27 @@ def test_forking_from_an_earlier_checkpoint_makes_a_new_run(store: CheckpointSto
     assert graph.get_state(fork.run_id, checkpoint_store=store).values == dict(fork.state.data)
 
 
+def test_a_listing_names_each_checkpoint_after_the_node_it_was_saved_after(
+    store: CheckpointStore,
+) -> None:
+    calls = Calls()
+    graph = _pipeline(calls)
+    graph.run({}, checkpoint_store=store, run_id="listed")
+
+    listing = store.list("listed")  # oldest first
+    names = [(c.metadata["trigger"], c.node_name) for c in listing]
+    # The input checkpoint comes before any node: it names none (it named "plan",
+    # so two checkpoints in a row claimed to be after plan).
+    assert names[0] == ("input", None)
+    assert [n for t, n in names if t == "node_complete"] == ["plan", "write", "edit"]
+
+    # The seed's way to pick a checkpoint: by node name. Forking after plan skips plan.
+    after_plan = next(c for c in listing if c.node_name == "plan")
+    fork = graph.run(None, checkpoint_store=store, checkpoint_id=after_plan.checkpoint_id)
+    assert fork.stop_reason == "end"
+    assert calls.order == ["plan", "write", "edit", "write", "edit"]
+
+
 def test_forking_into_a_named_run_and_not_twice(store: CheckpointStore) -> None:
     calls = Calls()
     graph = _pipeline(calls)
