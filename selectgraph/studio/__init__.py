@@ -14,6 +14,7 @@ from typing import Any
 
 from selectgraph.build._builder import AgentGraph
 from selectgraph.persistence._protocol import CheckpointStore
+from selectgraph.studio._api import DEFAULT_MAX_BODY
 from selectgraph.studio._app import TOKEN_COOKIE, create_app
 
 __all__ = ["TOKEN_COOKIE", "create_app", "is_loopback", "serve", "studio_url"]
@@ -46,6 +47,7 @@ def serve(
     store: CheckpointStore | None = None,
     token: str | None = None,
     log_level: str = "warning",
+    max_body: int = DEFAULT_MAX_BODY,
     **uvicorn_options: Any,
 ) -> None:
     """Serve the studio for ``graph`` until interrupted (Ctrl-C).
@@ -53,8 +55,10 @@ def serve(
     Bound to a loopback address it needs no token; bound elsewhere it needs one
     (``token``, or ``SELECTGRAPH_STUDIO_TOKEN``), and every request must carry it.
 
+    ``max_body`` is the largest request body read, in bytes (1 MiB by default).
+
     Raises:
-        ValueError: a non-loopback ``host`` without a token.
+        ValueError: a non-loopback ``host`` without a token, or a ``max_body`` below 1.
     """
     import uvicorn
 
@@ -65,5 +69,5 @@ def serve(
             f"the studio would be reachable from other machines on {host}; give it a token "
             f"(--token, or {TOKEN_ENV}), for example {secrets.token_urlsafe(16)}"
         )
-    app = create_app(graph, store=store, token=token, loopback_only=loopback)
+    app = create_app(graph, store=store, token=token, loopback_only=loopback, max_body=max_body)
     uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_options)

@@ -20,23 +20,32 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from selectgraph.build._builder import AgentGraph
 from selectgraph.compile._mermaid import mermaid_layout
+from selectgraph.core._errors import ThreadIdError
+from selectgraph.persistence._threads import check_thread_id
 from selectgraph.studio._runs import RunManager, StudioError
 from selectgraph.studio._threads import ThreadDesk
 
 __all__ = ["STATIC", "Api"]
 
 STATIC: Final = files("selectgraph.studio") / "static"
-_PAGE_LIMIT: Final = 1000
-"""Most events one JSON read of a run's events returns."""
+MAX_LIMIT: Final = 1000
+"""The most items one ``?limit=`` asks for (runs, threads, a page of events)."""
+DEFAULT_MAX_BODY: Final = 1 << 20
+"""The largest request body read, in bytes (1 MiB): runs' inputs and answers are small."""
+_MAX_EVENT_ID: Final = 2**63 - 1
+"""The largest event id (``?after=``, ``Last-Event-ID``) a store's integers hold."""
 
 
 class Api:
     """The handlers, bound to one graph and its runs."""
 
-    def __init__(self, graph: AgentGraph, manager: RunManager) -> None:
+    def __init__(
+        self, graph: AgentGraph, manager: RunManager, *, max_body: int = DEFAULT_MAX_BODY
+    ) -> None:
         self.graph = graph
         self.manager = manager
         self.desk = ThreadDesk(manager)
+        self.max_body = max_body
 
     async def page(self, request: Request) -> Response:
         page = (STATIC / "index.html").read_text(encoding="utf-8")
@@ -64,26 +73,28 @@ class Api:
     # ------------------------------------------------------------ runs
     async def runs(self, request: Request) -> Response:
         if request.method == "GET":
-            limit = _int(request.query_params.get("limit", "100"), "limit")
+            limit = _limit(request, 100)
             return JSONResponse(await asyncio.to_thread(self.manager.listing, limit))
-        body = await _json_body(request)
+        body = await self._body(request)
         run_id = _run_id(body)
         run = self.manager.start(body.get("input"), run_id)
         return JSONResponse(run.describe(), status_code=201)
 
     async def run(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = _path_run_id(request)
         return JSONResponse(await asyncio.to_thread(self.manager.describe, run_id))
 
     async def events(self, request: Request) -> Response:
         """Server-Sent Events (or, asked for JSON, a page of them) of any run."""
-        run_id = request.path_params["run_id"]
+        run_id = _path_run_id(request)
         after = _int(
             request.headers.get("last-event-id") or request.query_params.get("after") or "0",
             "Last-Event-ID",
+            0,
+            _MAX_EVENT_ID,
         )
         if _wants_json(request):
-            limit = min(_int(request.query_params.get("limit", "1000"), "limit"), _PAGE_LIMIT)
+            limit = _limit(request, MAX_LIMIT)
             return JSONResponse(await self.manager.events_page(run_id, after, limit))
         records = await self.manager.stream(run_id, after)
 
@@ -97,36 +108,36 @@ class Api:
         return EventSourceResponse(messages(), ping=10)
 
     async def resume(self, request: Request) -> Response:
-        body = await _json_body(request)
+        run_id = _path_run_id(request)
+        body = await self._body(request)
         interrupt_id = body.get("interrupt_id")
         if not isinstance(interrupt_id, str) or not interrupt_id:
             raise StudioError(400, "resume needs an interrupt_id (a string)")
         if "answer" not in body:
             raise StudioError(400, "resume needs an answer (any JSON value)")
-        run = self.manager.resume(request.path_params["run_id"], interrupt_id, body["answer"])
+        run = self.manager.resume(run_id, interrupt_id, body["answer"])
         return JSONResponse(run.describe(), status_code=202)
 
     async def fork(self, request: Request) -> Response:
-        body = await _json_body(request)
+        run_id = _path_run_id(request)
+        body = await self._body(request)
         checkpoint_id = body.get("checkpoint_id")
         if not isinstance(checkpoint_id, str) or not checkpoint_id:
             raise StudioError(400, "fork needs a checkpoint_id (a string)")
-        run = self.manager.fork(request.path_params["run_id"], checkpoint_id)
+        run = self.manager.fork(run_id, checkpoint_id)
         return JSONResponse(run.describe(), status_code=201)
 
     async def cancel(self, request: Request) -> Response:
-        run = self.manager.cancel(request.path_params["run_id"])
+        run = self.manager.cancel(_path_run_id(request))
         return JSONResponse(run.describe(), status_code=202)
 
     async def history(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = _path_run_id(request)
         return JSONResponse(await asyncio.to_thread(self.manager.history, run_id))
 
     # ------------------------------------------------------------ threads
     async def threads(self, request: Request) -> Response:
-        limit = _int(request.query_params.get("limit", "100"), "limit")
-        if limit < 1:
-            raise StudioError(400, f"limit must be >= 1, got {limit}")
+        limit = _limit(request, 100)
         metadata = _metadata(request.query_params.getlist("metadata"))
         listed = await asyncio.to_thread(self.desk.listing, metadata, limit)
         return JSONResponse(listed)
@@ -136,7 +147,7 @@ class Api:
         return JSONResponse(await asyncio.to_thread(self.desk.describe, thread_id))
 
     async def send(self, request: Request) -> Response:
-        body = await _json_body(request)
+        body = await self._body(request)
         run = await self.desk.send(
             request.path_params["thread_id"],
             body.get("input"),
@@ -145,6 +156,43 @@ class Api:
             run_id=_run_id(body),
         )
         return JSONResponse(run.describe(), status_code=201)
+
+    async def _body(self, request: Request) -> dict[str, Any]:
+        """The request's JSON object, read up to ``max_body`` bytes.
+
+        Raises:
+            StudioError: 413 past the limit (declared or streamed), 400 for a body
+                that is not a JSON object or is nested too deeply to read.
+        """
+        declared = request.headers.get("content-length")
+        if declared is not None and _int(declared, "Content-Length", 0) > self.max_body:
+            raise _too_large(self.max_body)
+        raw = bytearray()
+        async for chunk in request.stream():  # without a Content-Length: count as it comes
+            raw += chunk
+            if len(raw) > self.max_body:
+                raise _too_large(self.max_body)
+        body = _loads(bytes(raw) or b"{}", "the request body")
+        if not isinstance(body, dict):
+            raise StudioError(
+                400, f"the request body must be a JSON object, got {type(body).__name__}"
+            )
+        return body
+
+
+def _too_large(limit: int) -> StudioError:
+    return StudioError(
+        413, f"the request body is larger than this studio reads ({limit:,} bytes: max_body)"
+    )
+
+
+def _loads(raw: str | bytes, what: str) -> Any:
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise StudioError(400, f"{what} is JSON nested too deeply to read") from None
+    except ValueError as error:
+        raise StudioError(400, f"{what} is not valid JSON: {error}") from None
 
 
 def _wants_json(request: Request) -> bool:
@@ -157,7 +205,23 @@ def _run_id(body: dict[str, Any]) -> str | None:
     run_id = body.get("run_id")
     if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
         raise StudioError(400, "run_id must be a non-empty string")
-    return run_id
+    return None if run_id is None else _storable(run_id)
+
+
+def _path_run_id(request: Request) -> str:
+    return _storable(request.path_params["run_id"])
+
+
+def _storable(run_id: str) -> str:
+    """``run_id`` if every store can hold it: the rule for thread ids, which ``|`` breaks too."""
+    try:
+        return check_thread_id(run_id)
+    except ThreadIdError:
+        raise StudioError(
+            400,
+            f"run id {run_id!r} cannot be stored: use 1 to 256 characters without control "
+            "characters or '|' (interrupt ids use it), that UTF-8 can encode",
+        ) from None
 
 
 def _text(body: dict[str, Any], key: str, default: str) -> str:
@@ -176,27 +240,23 @@ def _metadata(items: list[str]) -> dict[str, Any]:
             raise StudioError(400, f"metadata must be key=value, got {item!r}")
         try:
             found[key] = json.loads(value)
+        except RecursionError:
+            raise StudioError(400, f"metadata {key!r} is JSON nested too deeply to read") from None
         except ValueError:
             found[key] = value
     return found
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        body = json.loads(raw or b"{}")
-    except ValueError as error:
-        raise StudioError(400, f"the request body is not valid JSON: {error}") from None
-    if not isinstance(body, dict):
-        raise StudioError(400, f"the request body must be a JSON object, got {type(body).__name__}")
-    return body
+def _limit(request: Request, default: int) -> int:
+    """``?limit=``: an integer from 1 to :data:`MAX_LIMIT`."""
+    return _int(request.query_params.get("limit", str(default)), "limit", 1, MAX_LIMIT)
 
 
-def _int(text: str, name: str) -> int:
+def _int(text: str, name: str, low: int = 0, high: int = _MAX_EVENT_ID) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise StudioError(400, f"{name} must be an integer, got {text!r}") from None
-    if value < 0:
-        raise StudioError(400, f"{name} must be >= 0, got {value}")
+        raise StudioError(400, f"{name} must be an integer, got {text[:40]!r}") from None
+    if not low <= value <= high:
+        raise StudioError(400, f"{name} must be from {low} to {high:,}, got {value}")
     return value

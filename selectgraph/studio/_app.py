@@ -22,10 +22,13 @@ The handlers are in ``_api.py``; runs in ``_runs.py``, threads in ``_threads.py`
 stored event logs in ``_stored.py``.
 
 Bad requests get a 4xx with ``{"error": message}``; nothing a request sends crashes
-the server. Bound to a loopback address the studio answers only requests for a
-loopback host name (DNS rebinding); with a token, every request must carry it
-(``Authorization: Bearer``, or the cookie the page sets from ``/?token=``). Writes
-need ``Content-Type: application/json``, which a cross-site form cannot send.
+the server. A body past ``max_body`` bytes (1 MiB) is refused with 413 before it is
+all read; ids a store could not hold and ``?limit=`` outside 1..1000 get 400.
+
+Bound to a loopback address the studio answers only requests for a loopback host
+name (DNS rebinding); with a token, every request must carry it (``Authorization:
+Bearer``, or the cookie the page sets from ``/?token=``). Writes need
+``Content-Type: application/json``, which a cross-site form cannot send.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from starlette.staticfiles import StaticFiles
 from selectgraph.build._builder import AgentGraph
 from selectgraph.persistence._memory import InMemoryCheckpointStore
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.studio._api import STATIC, Api
+from selectgraph.studio._api import DEFAULT_MAX_BODY, STATIC, Api
 from selectgraph.studio._runs import RunManager, StudioError
 
 __all__ = ["TOKEN_COOKIE", "create_app"]
@@ -67,6 +70,7 @@ def create_app(
     loopback_only: bool = True,
     max_events: int = 50_000,
     poll_interval: float = 0.25,
+    max_body: int = DEFAULT_MAX_BODY,
 ) -> Starlette:
     """The studio for ``graph``.
 
@@ -78,7 +82,11 @@ def create_app(
         max_events: Events kept per run for readers (the oldest are dropped past it).
         poll_interval: Seconds between reads of the store's event log while a page
             follows a run going on in another process.
+        max_body: The largest request body read, in bytes (1 MiB by default); a larger
+            one is answered 413, whether it declares its length or streams past it.
     """
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
+        raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
     graph.compile()  # a broken graph fails here, not at the first request
     manager = RunManager(
         graph,
@@ -92,7 +100,7 @@ def create_app(
         yield
         await manager.close()
 
-    api = Api(graph, manager)
+    api = Api(graph, manager, max_body=max_body)
     routes = [
         Route("/", api.page),
         Route("/favicon.ico", _no_icon),

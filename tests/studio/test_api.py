@@ -504,7 +504,7 @@ def test_double_texting_a_busy_thread(serve: Serve, tmp_path: Path) -> None:
         ("post", "/api/threads/t/runs", {"input": None}, 404, "has no run to continue"),
         ("post", "/api/threads/t/runs", {"input": "x", "metadata": [1]}, 400, "metadata must"),
         ("get", "/api/threads?metadata=novalue", None, 400, "metadata must be key=value"),
-        ("get", "/api/threads?limit=0", None, 400, "limit must be >= 1"),
+        ("get", "/api/threads?limit=0", None, 400, "limit must be from 1 to 1,000"),
     ],
 )
 def test_bad_thread_requests_get_a_clear_4xx(
