@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,8 +20,17 @@ _START_ID = "__start__"
 _END_ID = "__end__"
 
 
+_MARKUP = re.compile(r'"|`|<(?=[A-Za-z!/?])|#(?=\w+;)')
+"""What in a label Mermaid would read as more than text: the quote that ends it, a
+backtick (a Markdown label), ``<`` where HTML starts a tag or comment, and ``#`` where
+it starts one of Mermaid's entity codes (``#quot;``). Everything else is left as is,
+so ``retries < 3`` and ordinary names read the same in the Mermaid text."""
+_CODES = {'"': "#quot;", "`": "#96;", "<": "#lt;", "#": "#35;"}
+
+
 def _escape(text: str) -> str:
-    return text.replace('"', "#quot;")
+    """``text`` as a label Mermaid shows as text: a node name is never markup."""
+    return _MARKUP.sub(lambda found: _CODES[found.group()], text)
 
 
 def _links(graph: DrawnGraph, edge: Edge) -> list[tuple[str | EndType, str, str]]:

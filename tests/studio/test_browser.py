@@ -288,3 +288,36 @@ async def test_a_run_made_by_another_process_shows_its_timeline_and_is_answered(
         await page.get_attribute("#diagram g.node[data-sg-node=approve]", "data-sg-state") == "done"
     )
     assert "approved=True" in await page.inner_text("#stream")
+
+
+MARKUP_NAMES = ["n<b>1</b><img src=x>", "`**bold**`", "a #lt;i#gt; b", 'say "hi" & <!-- x -->']
+
+
+async def test_node_names_are_drawn_as_text_not_markup(
+    page: Any, serve: Callable[..., Served]
+) -> None:
+    from selectgraph import END, AgentGraph
+
+    graph = AgentGraph("markup")
+    for name, following in zip(MARKUP_NAMES, [*MARKUP_NAMES[1:], END], strict=True):
+        graph.add_node(name, lambda state: {}, next_node=following)
+    served = serve(graph)
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    elements = await page.evaluate(
+        "[...document.querySelectorAll('#diagram b, #diagram img, #diagram i, #diagram strong,"
+        " #diagram em')].map(e => e.outerHTML)"
+    )
+    assert elements == []
+    labels: dict[str, str] = await page.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#diagram g.node')]"
+        ".map(g => [g.dataset.sgNode, g.textContent.trim()]))"
+    )
+    assert labels == {
+        "__start__": "start",
+        **{name: name for name in MARKUP_NAMES},
+        "__end__": "END",
+    }
+    assert [url for url in requests if not url.startswith(served.url)] == []
