@@ -49,6 +49,8 @@ EXIT_USAGE = 2
 EXIT_PAUSED = 3
 MAX_LIMIT = 10_000
 """The most rows one ``--limit`` lists (a store's integers stop at 2**63)."""
+MAX_DEPTH = 100
+"""Levels an answer or metadata value may nest: as deep as a stored state may."""
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -158,13 +160,32 @@ def parse_input(raw: str | None) -> Any:
 
 
 def loose(text: str) -> Any:
-    """``text`` as JSON when it parses, else the text itself (answers, metadata values)."""
+    """``text`` as JSON when it parses, else the text itself (answers, metadata values).
+
+    JSON nested deeper than a state may be stored (100 levels) is a usage error.
+    """
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except RecursionError:
         fail(f"{text[:20]}...: the JSON is nested too deeply to read")
     except ValueError:
         return text
+    if _depth(value) > MAX_DEPTH:
+        fail(f"{text[:20]}...: the JSON is nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How many containers deep ``value`` nests; iterative, as it may be deep."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def parse_metadata(items: Sequence[str] | None, option: str = "--metadata") -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from importlib.resources import files
 from typing import Any, Final
 
@@ -32,6 +32,8 @@ MAX_LIMIT: Final = 1000
 """The most items one ``?limit=`` asks for (runs, threads, a page of events)."""
 DEFAULT_MAX_BODY: Final = 1 << 20
 """The largest request body read, in bytes (1 MiB): runs' inputs and answers are small."""
+MAX_DEPTH: Final = 100
+"""Levels a request's JSON may nest: as deep as a stored state may (``StateSerializer``)."""
 _MAX_EVENT_ID: Final = 2**63 - 1
 """The largest event id (``?after=``, ``Last-Event-ID``) a store's integers hold."""
 
@@ -188,11 +190,35 @@ def _too_large(limit: int) -> StudioError:
 
 def _loads(raw: str | bytes, what: str) -> Any:
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except RecursionError:
         raise StudioError(400, f"{what} is JSON nested too deeply to read") from None
     except ValueError as error:
         raise StudioError(400, f"{what} is not valid JSON: {error}") from None
+    return _shallow(value, what)
+
+
+def _shallow(value: Any, what: str) -> Any:
+    """``value``, unless it nests deeper than :data:`MAX_DEPTH` (what reads it next may recurse)."""
+    if _depth(value) > MAX_DEPTH:
+        raise StudioError(400, f"{what} is JSON nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How many containers deep ``value`` nests; iterative, as it may be deep."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in _children(item))
+    return deepest
+
+
+def _children(item: dict[str, Any] | list[Any]) -> Iterable[Any]:
+    return item.values() if isinstance(item, dict) else item
 
 
 def _wants_json(request: Request) -> bool:
@@ -239,11 +265,12 @@ def _metadata(items: list[str]) -> dict[str, Any]:
         if not sep or not key:
             raise StudioError(400, f"metadata must be key=value, got {item!r}")
         try:
-            found[key] = json.loads(value)
+            parsed = json.loads(value)
         except RecursionError:
             raise StudioError(400, f"metadata {key!r} is JSON nested too deeply to read") from None
         except ValueError:
-            found[key] = value
+            parsed = value  # not JSON: the text itself
+        found[key] = _shallow(parsed, f"metadata {key!r}")
     return found
 
 

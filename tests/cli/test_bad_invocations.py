@@ -76,6 +76,20 @@ ROWS: dict[str, Row] = {
     "input: deep JSON file": Row(
         ("run", GRAPH, "--input", "@{tmp}/deep_input.json"), "the JSON is nested too deeply"
     ),
+    "input: metadata nested deeper than a store keeps": Row(
+        (
+            "threads",
+            "send",
+            GRAPH,
+            "t1",
+            "hi",
+            "--store",
+            "memory:",
+            "--metadata",
+            "k=" + "[" * 150 + "]" * 150,
+        ),
+        "the JSON is nested deeper than 100 levels",
+    ),
     "input: run id with |": Row(("run", GRAPH, "--run-id", "a|b"), "run id 'a|b' cannot be"),
     "input: run id with a control character": Row(
         ("runs", "show", "a\x01b", "--store", "memory:"), "run id 'a\\x01b' cannot be stored"

@@ -76,6 +76,19 @@ def test_deeply_nested_json_is_400(serve: Serve) -> None:
     still_serving(served)
 
 
+def test_json_nested_deeper_than_a_state_is_stored_is_400(serve: Serve) -> None:
+    served = serve(ticket_graph())
+    nested = "[" * 150 + "]" * 150
+    body = '{"input": "hi", "metadata": {"k": ' + nested + "}}"
+    reply = httpx.post(f"{served.url}/api/threads/t/runs", content=body, headers=JSON)
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"] == "the request body is JSON nested deeper than 100 levels"
+    reply = httpx.get(f"{served.url}/api/threads?metadata={quote('k=' + nested)}")
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"] == "metadata 'k' is JSON nested deeper than 100 levels"
+    still_serving(served)
+
+
 @pytest.mark.parametrize("run_id", ["a|b", "a\x00b", "x" * 257, "\ud800"])
 def test_a_run_id_no_store_can_hold_is_400_before_anything_runs(
     sqlite_studio: Served, run_id: str
