@@ -270,14 +270,22 @@ class ThreadIdError(SelectGraphError, ValueError):
 
 
 class CheckpointDecodeError(StateDecodeError):
-    """A stored checkpoint cannot be read; names the checkpoint, the path inside it and the file."""
+    """A stored checkpoint cannot be read: malformed, failing its checksum, or of another run.
 
-    def __init__(self, checkpoint_id: str, path: str, reason: str, *, location: str = "") -> None:
+    Names the run, the checkpoint, the path inside it and where it is stored.
+    """
+
+    def __init__(
+        self, checkpoint_id: str, path: str, reason: str, *, location: str = "", run_id: str = ""
+    ) -> None:
         super().__init__(path, reason)
+        run = f" of run {run_id!r}" if run_id else ""
         place = f" ({location})" if location else ""
-        self.args = (f"cannot load checkpoint {checkpoint_id!r}{place} at {path}: {reason}",)
+        self.args = (f"cannot load checkpoint {checkpoint_id!r}{run}{place} at {path}: {reason}",)
         self.checkpoint_id = checkpoint_id
         """The checkpoint whose stored record is malformed."""
+        self.run_id = run_id
+        """The run it was read for ("" when the reader did not know it)."""
         self.location = location
         """Where the record is stored: a file, a table row."""
 

@@ -85,17 +85,32 @@ def walk_chain(checkpoint_id: str, load: Callable[[str], Checkpoint]) -> builtin
     while chain[-1].kind == "delta":
         parent = chain[-1].parent_id
         assert parent is not None  # a delta always has one (Checkpoint checks)
+        child = chain[-1]
         if parent in seen or len(chain) > MAX_CHAIN:
             raise CheckpointDecodeError(
-                chain[-1].checkpoint_id, "parent_id", f"its parent {parent!r} leads back to itself"
+                child.checkpoint_id,
+                "parent_id",
+                f"its parent {parent!r} leads back to itself",
+                run_id=child.run_id,
             )
         seen.add(parent)
         try:
-            chain.append(load(parent))
+            loaded = load(parent)
         except CheckpointNotFound as exc:
             raise CheckpointDecodeError(
-                chain[-1].checkpoint_id, "parent_id", f"its parent {parent!r} is missing"
+                child.checkpoint_id,
+                "parent_id",
+                f"its parent {parent!r} is missing",
+                run_id=child.run_id,
             ) from exc
+        if loaded.run_id != child.run_id:  # deltas never cross runs: see materialize
+            raise CheckpointDecodeError(
+                child.checkpoint_id,
+                "parent_id",
+                f"a delta's parent {parent!r} belongs to run {loaded.run_id!r}",
+                run_id=child.run_id,
+            )
+        chain.append(loaded)
     chain.reverse()
     return chain
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -17,11 +18,19 @@ from typing import Any, Final
 from selectgraph.core._errors import CheckpointDecodeError, StateSerializationError
 from selectgraph.core._serialization import brief
 from selectgraph.persistence._checkpoint import EPOCH, Checkpoint
+from selectgraph.persistence._fields import check_fields
 
 __all__ = [
+    "DEFAULT_INFLATE_LIMIT",
+    "INFLATE_LIMIT_VARIABLE",
     "build_checkpoint",
+    "checkpoint_from_json",
     "decode_body",
     "decode_record",
+    "decode_row",
+    "header_of",
+    "inflate",
+    "load_json",
     "decode_writes",
     "encode_body",
     "encode_record",
@@ -29,6 +38,11 @@ __all__ = [
     "decode_event",
     "encode_events",
     "json_bytes",
+    "seal_entry",
+    "unseal_entry",
+    "writes_json",
+    "check_run",
+    "inflate_limit",
 ]
 
 _COMPRESS_OVER: Final = 512
@@ -111,11 +125,175 @@ def _unjsonable(value: Any, path: str) -> tuple[str, str] | None:
     )
 
 
+# -- integrity -----------------------------------------------------------------
+
+_CHECKED: Final = b"c"
+"""A body behind a CRC-32 (4 bytes, big-endian) of the record's identity and the rest.
+
+No single bit flip turns it into another marker (``z``, ``d``, ``v``, ``{``), so a
+flipped marker cannot pass for a record written before checksums."""
+_SEAL: Final = b'{"crc":"'
+"""How a checksummed JSON record (file and memory stores) starts: ``{"crc":"<8 hex>",...``."""
+_SEAL_LENGTH: Final = len(_SEAL) + 10  # the 8 hex digits, the quote, then ',' or '}'
+_LEGACY_MARKERS: Final = frozenset(b"zdv{")
+
+
+def _identity(
+    run_id: Any,
+    checkpoint_id: Any,
+    parent_id: Any,
+    version: Any,
+    step: Any,
+    kind: Any,
+    created: Any,
+) -> int:
+    """The CRC-32 of what a body is bound to: which run, which checkpoint, after which one.
+
+    A body copied to another row, another run or behind another parent then
+    fails its check, as a flipped bit does.
+    """
+    if isinstance(created, dt.datetime):
+        created = (created - EPOCH) // dt.timedelta(microseconds=1)
+    text = "\x00".join(
+        str(part) for part in (run_id, checkpoint_id, parent_id or "", version, step, kind, created)
+    )
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+def header_of(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The header fields a row store keeps next to a checkpoint's body (see :func:`decode_row`)."""
+    return {
+        "run_id": checkpoint.run_id,
+        "checkpoint_id": checkpoint.checkpoint_id,
+        "parent_id": checkpoint.parent_id,
+        "version": checkpoint.version,
+        "step": checkpoint.step,
+        "kind": checkpoint.kind,
+        "created_at": checkpoint.created_at,
+    }
+
+
+def _header_identity(header: Mapping[str, Any]) -> int:
+    return _identity(*(header.get(name) for name in _HEADER))
+
+
+_HEADER: Final = ("run_id", "checkpoint_id", "parent_id", "version", "step", "kind", "created_at")
+
+
+def _seal(document: bytes, salt: str) -> bytes:
+    """A JSON object with a ``"crc"`` of itself (and ``salt``) as its first key."""
+    crc = zlib.crc32(document, zlib.crc32(salt.encode("utf-8", "surrogatepass")))
+    rest = document[1:]
+    return _SEAL + b"%08x" % crc + (b'",' if rest != b"}" else b'"') + rest
+
+
+def _unseal(raw: bytes, salt: str, fail: Any) -> tuple[bytes, bool]:
+    """(The object :func:`_seal` sealed, True), checked; ``(raw, False)`` for an unsealed one."""
+    if not raw.startswith(_SEAL):
+        return raw, False
+    digits, end = raw[len(_SEAL) : len(_SEAL) + 8], raw[len(_SEAL) + 8 : _SEAL_LENGTH]
+    document = (
+        b"{" + raw[_SEAL_LENGTH:]
+        if end == b'",'
+        else b"{}"
+        if raw[_SEAL_LENGTH - 2 :] == b'"}'
+        else None
+    )
+    try:
+        stored = int(digits, 16) if len(digits) == 8 and digits.isalnum() else None
+    except ValueError:
+        stored = None
+    if stored is None or document is None:
+        raise fail("<checksum>", "malformed checksum")
+    if zlib.crc32(document, zlib.crc32(salt.encode("utf-8", "surrogatepass"))) != stored:
+        raise fail("<checksum>", _MISMATCH)
+    return document, True
+
+
+_MISMATCH: Final = (
+    "the record does not match its checksum: it was corrupted, or moved from another "
+    "run or checkpoint; restore it from a backup or delete the run"
+)
+
+
+# -- bounded reading ---------------------------------------------------------------
+
+DEFAULT_INFLATE_LIMIT: Final = 256 * 1024 * 1024
+"""Bytes a stored compressed body may inflate to (256 MiB) unless the setting says otherwise."""
+INFLATE_LIMIT_VARIABLE: Final = "SELECTGRAPH_MAX_INFLATE"
+"""The environment variable that sets the inflate limit, in bytes."""
+
+
+def inflate_limit() -> int:
+    """The inflate limit in bytes: ``$SELECTGRAPH_MAX_INFLATE``, else :data:`DEFAULT_INFLATE_LIMIT`.
+
+    Raises:
+        ValueError: the variable is set to something other than a positive int.
+    """
+    text = os.environ.get(INFLATE_LIMIT_VARIABLE)
+    if text is None:
+        return DEFAULT_INFLATE_LIMIT
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise ValueError(
+            f"{INFLATE_LIMIT_VARIABLE} must be a positive number of bytes, got {text!r}"
+        )
+    return limit
+
+
+def inflate(data: bytes, wbits: int, zdict: bytes | None, fail: Any, path: str) -> bytes:
+    """``data`` inflated, refusing more than :func:`inflate_limit` bytes or a cut stream.
+
+    Raises:
+        CheckpointDecodeError: through ``fail``: not deflated data, cut short, or too big.
+    """
+    limit = inflate_limit()
+    unpacker = zlib.decompressobj(wbits) if zdict is None else zlib.decompressobj(wbits, zdict)
+    try:
+        out = unpacker.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise fail(path, f"not valid compressed data: {exc}") from exc
+    if len(out) > limit or unpacker.unconsumed_tail:
+        raise fail(
+            path,
+            f"inflates to more than {limit} bytes (the limit; raise it with "
+            f"{INFLATE_LIMIT_VARIABLE}=<bytes> if the record is genuine)",
+        )
+    if not unpacker.eof or unpacker.unused_data:
+        raise fail(path, "compressed data cut short or followed by other bytes")
+    return out
+
+
+def load_json(raw: bytes | str, fail: Any, path: str) -> Any:
+    """``json.loads(raw)``, any failure (bad UTF-8, bad JSON, nesting too deep) through ``fail``."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError too
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise fail(path, f"not valid stored JSON: {reason}") from None
+
+
+def _failer(checkpoint_id: str, location: str, run_id: str = "") -> Any:
+    def fail(path: str, reason: str) -> CheckpointDecodeError:
+        return CheckpointDecodeError(checkpoint_id, path, reason, location=location, run_id=run_id)
+
+    return fail
+
+
+# -- bodies (row stores) -----------------------------------------------------------
+
+
 def encode_body(checkpoint: Checkpoint) -> bytes:
     """The checkpoint's payload (values, next, writes, interrupts, metadata) as stored bytes.
 
     Most checkpoints carry only values, stored bare behind a one-byte marker;
     large bodies are zlib-compressed (encoded states repeat keys and tags a lot).
+    The result starts with a CRC-32 of the checkpoint's identity (run, id,
+    parent, version, step, kind, time) and of the bytes after it, which
+    :func:`decode_row` checks.
 
     Raises:
         StateSerializationError: a value is not JSON data; names where it sits.
@@ -132,38 +310,99 @@ def encode_body(checkpoint: Checkpoint) -> bytes:
         else (json_bytes(payload, where))
     )
     if len(raw) > _COMPRESS_OVER:
-        return _ZLIB + zlib.compress(raw, 6)
-    packer = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, _PRESET_DICT)
-    packed = packer.compress(raw) + packer.flush()
-    return _PRESET + packed if len(packed) + 1 < len(raw) else raw
+        inner = _ZLIB + zlib.compress(raw, 6)
+    else:
+        packer = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, _PRESET_DICT)
+        packed = packer.compress(raw) + packer.flush()
+        inner = _PRESET + packed if len(packed) + 1 < len(raw) else raw
+    crc = zlib.crc32(inner, _identity(*(getattr(checkpoint, n) for n in _HEADER)))
+    return _CHECKED + crc.to_bytes(4, "big") + inner
 
 
-def decode_body(raw: bytes, checkpoint_id: str, *, location: str = "") -> dict[str, Any]:
-    """The payload fields :func:`encode_body` wrote, checked.
+def decode_body(
+    raw: bytes, header: Mapping[str, Any], *, location: str = "", run_id: str = ""
+) -> dict[str, Any]:
+    """The payload fields :func:`encode_body` wrote, checked against its checksum and ``header``.
+
+    Args:
+        raw: The stored bytes.
+        header: The row's stored identity fields (see :func:`header_of`); the
+            checksum binds the body to them.
+        location: Where the bytes came from, named in errors.
+        run_id: The run they were read for, named in errors.
+
+    A body written before checksums (no ``c`` marker) is read unchecked.
 
     Raises:
-        CheckpointDecodeError: the bytes are not a well-formed body.
+        CheckpointDecodeError: the bytes are not a well-formed body, or not this row's.
     """
+    checkpoint_id = str(header.get("checkpoint_id"))
+    fail = _failer(checkpoint_id, location, run_id or str(header.get("run_id") or ""))
+    if raw[:1] == _CHECKED:
+        inner = raw[5:]
+        if len(raw) < 5 or zlib.crc32(inner, _header_identity(header)) != int.from_bytes(
+            raw[1:5], "big"
+        ):
+            raise fail("<checksum>", _MISMATCH)
+        raw = inner
+    elif raw[:1] and raw[0] not in _LEGACY_MARKERS:
+        raise fail("<record>", f"unknown body marker {raw[:1]!r}")
+    if raw[:1] == _ZLIB:
+        raw = inflate(raw[1:], zlib.MAX_WBITS, None, fail, "<record>")
+    elif raw[:1] == _PRESET:
+        raw = inflate(raw[1:], -15, _PRESET_DICT, fail, "<record>")
+    if raw[:1] == _VALUES:
+        payload = {"values": load_json(raw[1:], fail, "<record>")}
+    else:
+        payload = load_json(raw, fail, "<record>")
+    return _checked_body(payload, fail)
 
-    def fail(path: str, reason: str) -> CheckpointDecodeError:
-        return CheckpointDecodeError(checkpoint_id, path, reason, location=location)
 
-    try:
-        if raw[:1] == _ZLIB:
-            raw = zlib.decompress(raw[1:])
-        elif raw[:1] == _PRESET:
-            unpacker = zlib.decompressobj(-15, _PRESET_DICT)
-            raw = unpacker.decompress(raw[1:]) + unpacker.flush()
-        payload = {"values": json.loads(raw[1:])} if raw[:1] == _VALUES else json.loads(raw)
-    except (zlib.error, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError included
-        raise fail("<record>", f"not valid stored JSON: {exc}") from exc
-    return _checked_body(payload, checkpoint_id, location)
+def decode_row(
+    header: Mapping[str, Any],
+    raw: Any,
+    writes: Mapping[str, list[Any]] | None = None,
+    *,
+    location: str = "",
+    run_id: str = "",
+) -> Checkpoint:
+    """A checkpoint from a row store's header fields and stored body (:func:`decode_body`).
+
+    ``writes`` are its pending writes stored apart (merged over the body's).
+    A body stored as text (written behind the store's back) is read as its UTF-8.
+
+    Raises:
+        CheckpointDecodeError: the row is malformed, fails its checksum, or is not
+            of run ``run_id`` (when given).
+    """
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raw = str(raw).encode("utf-8", "surrogatepass")
+    checkpoint_id = str(header.get("checkpoint_id"))
+    fields = decode_body(bytes(raw), header, location=location, run_id=run_id)
+    if writes:
+        fields["pending_writes"] = {**fields["pending_writes"], **writes}
+    checkpoint = build_checkpoint(header, fields, checkpoint_id, location=location)
+    check_run(checkpoint, run_id, location)
+    return checkpoint
 
 
-def _checked_body(payload: Any, checkpoint_id: str, location: str) -> dict[str, Any]:
-    def fail(path: str, reason: str) -> CheckpointDecodeError:
-        return CheckpointDecodeError(checkpoint_id, path, reason, location=location)
+def check_run(checkpoint: Checkpoint, run_id: str, location: str = "") -> None:
+    """Refuse a checkpoint read for run ``run_id`` that names another run (``""``: any run).
 
+    Raises:
+        CheckpointDecodeError: it belongs to another run.
+    """
+    if run_id and checkpoint.run_id != run_id:
+        raise CheckpointDecodeError(
+            checkpoint.checkpoint_id,
+            "run_id",
+            f"a checkpoint of run {checkpoint.run_id!r} stored with run {run_id!r}'s",
+            location=location,
+            run_id=run_id,
+        )
+
+
+def _checked_body(payload: Any, fail: Any) -> dict[str, Any]:
     if type(payload) is not dict:
         raise fail("<record>", f"expected an object, got {brief(payload)}")
     body = {
@@ -191,11 +430,15 @@ def _checked_body(payload: Any, checkpoint_id: str, location: str) -> dict[str, 
     for key, record in body["interrupts"].items():
         if type(record) is not dict:
             raise fail(f"interrupts.{key}", f"expected an object, got {brief(record)}")
+    check_fields(body, fail)
     return body
 
 
 def encode_record(checkpoint: Checkpoint) -> bytes:
-    """The whole checkpoint as one plain JSON document (the file store's format)."""
+    """The whole checkpoint as one plain JSON document (the file store's format).
+
+    Its first key, ``crc``, is a CRC-32 of the rest, which :func:`decode_record` checks.
+    """
     header = {
         "run_id": checkpoint.run_id,
         "checkpoint_id": checkpoint.checkpoint_id,
@@ -210,28 +453,55 @@ def encode_record(checkpoint: Checkpoint) -> bytes:
         "interrupts": checkpoint.interrupts,
         "metadata": checkpoint.metadata,
     }
-    return json_bytes(header, f"checkpoint {checkpoint.checkpoint_id!r}")
+    return _seal(json_bytes(header, f"checkpoint {checkpoint.checkpoint_id!r}"), "")
 
 
-def decode_record(raw: bytes, checkpoint_id: str, *, location: str = "") -> Checkpoint:
-    """The checkpoint :func:`encode_record` wrote, checked field by field.
+_RECORD_KEYS: Final = frozenset(
+    (*_HEADER, "values", "next", "pending_writes", "interrupts", "metadata")
+)
+
+
+def decode_record(
+    raw: bytes, checkpoint_id: str, *, location: str = "", run_id: str = ""
+) -> Checkpoint:
+    """The checkpoint :func:`encode_record` wrote, its checksum and fields checked.
+
+    A record written before checksums (no ``crc`` key) is read unchecked.
 
     Args:
         raw: The stored bytes.
         checkpoint_id: The id the caller asked for (named in errors).
         location: Where the bytes came from (a file path), named in errors.
+        run_id: The run it is read for: a record of another run is refused.
 
     Raises:
-        CheckpointDecodeError: the record is malformed; names the field.
+        CheckpointDecodeError: the record is malformed, fails its checksum or is
+            another run's; names the field.
     """
-    try:
-        record = json.loads(raw)
-    except ValueError as exc:
-        raise CheckpointDecodeError(
-            checkpoint_id, "<record>", f"not valid stored JSON: {exc}", location=location
-        ) from exc
-    body = _checked_body(record, checkpoint_id, location)
-    return build_checkpoint(record, body, checkpoint_id, location=location)
+    fail = _failer(checkpoint_id, location, run_id)
+    document, _ = _unseal(raw, "", fail)
+    record = load_json(document, fail, "<record>")
+    return checkpoint_from_json(record, checkpoint_id, location=location, run_id=run_id)
+
+
+def checkpoint_from_json(
+    record: Any, checkpoint_id: str, *, location: str = "", run_id: str = ""
+) -> Checkpoint:
+    """A checkpoint from an already parsed record (:func:`encode_record`'s fields), checked.
+
+    A ``crc`` key is ignored: the bytes it was computed over are gone once parsed.
+
+    Raises:
+        CheckpointDecodeError: a field is unknown, missing or malformed.
+    """
+    fail = _failer(checkpoint_id, location, run_id)
+    if type(record) is dict and record.keys() - _RECORD_KEYS - {"crc"}:
+        unknown = sorted(record.keys() - _RECORD_KEYS - {"crc"})
+        raise fail("<record>", f"unknown fields {unknown}")
+    body = _checked_body(record, fail)
+    checkpoint = build_checkpoint(record, body, checkpoint_id, location=location)
+    check_run(checkpoint, run_id, location)
+    return checkpoint
 
 
 def build_checkpoint(
@@ -274,7 +544,22 @@ def build_checkpoint(
 
 
 def encode_writes(writes: Sequence[Any], checkpoint_id: str, task_id: str) -> bytes:
-    """One task's pending writes as stored bytes (a JSON list).
+    """One task's pending writes as stored bytes: a CRC-32 marker, then a JSON list.
+
+    The checksum binds them to the checkpoint and the task.
+
+    Raises:
+        StateSerializationError: a write is not JSON data; names where it sits.
+    """
+    raw = writes_json(writes, checkpoint_id, task_id)
+    crc = zlib.crc32(
+        raw, zlib.crc32(f"{checkpoint_id}\x00{task_id}".encode("utf-8", "surrogatepass"))
+    )
+    return _CHECKED + crc.to_bytes(4, "big") + raw
+
+
+def writes_json(writes: Sequence[Any], checkpoint_id: str, task_id: str) -> bytes:
+    """One task's pending writes as a plain JSON list (inside the file store's sealed entry).
 
     Raises:
         StateSerializationError: a write is not JSON data; names where it sits.
@@ -282,24 +567,46 @@ def encode_writes(writes: Sequence[Any], checkpoint_id: str, task_id: str) -> by
     return json_bytes(list(writes), f"checkpoint {checkpoint_id!r} pending_writes.{task_id}")
 
 
-def decode_writes(raw: bytes, checkpoint_id: str, task_id: str, *, location: str = "") -> list[Any]:
-    """The writes :func:`encode_writes` stored.
+def decode_writes(
+    raw: Any, checkpoint_id: str, task_id: str, *, location: str = "", run_id: str = ""
+) -> list[Any]:
+    """The writes :func:`encode_writes` stored, checked against their checksum.
+
+    Writes stored before checksums (a bare JSON list) are read unchecked.
 
     Raises:
-        CheckpointDecodeError: they are not a stored JSON list.
+        CheckpointDecodeError: they are not a stored JSON list, or not this task's.
     """
     path = f"pending_writes.{task_id}"
-    try:
-        writes = json.loads(raw)
-    except ValueError as exc:
-        raise CheckpointDecodeError(
-            checkpoint_id, path, f"not valid stored JSON: {exc}", location=location
-        ) from exc
+    fail = _failer(checkpoint_id, location, run_id)
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raw = str(raw).encode("utf-8", "surrogatepass")  # a text value written behind our back
+    raw = bytes(raw)
+    if raw[:1] == _CHECKED:
+        salt = zlib.crc32(f"{checkpoint_id}\x00{task_id}".encode("utf-8", "surrogatepass"))
+        if len(raw) < 5 or zlib.crc32(raw[5:], salt) != int.from_bytes(raw[1:5], "big"):
+            raise fail(path, _MISMATCH)
+        raw = raw[5:]
+    writes = load_json(raw, fail, path)
     if type(writes) is not list:
-        raise CheckpointDecodeError(
-            checkpoint_id, path, f"expected a list, got {brief(writes)}", location=location
-        )
+        raise fail(path, f"expected a list, got {brief(writes)}")
     return writes
+
+
+def seal_entry(entry: bytes, checkpoint_id: str) -> bytes:
+    """A JSON object (a file store's writes entry) with a checksum binding it to the checkpoint."""
+    return _seal(entry, checkpoint_id)
+
+
+def unseal_entry(raw: bytes, checkpoint_id: str, *, location: str = "", run_id: str = "") -> Any:
+    """The object :func:`seal_entry` sealed, parsed; an unsealed (older) one is read unchecked.
+
+    Raises:
+        CheckpointDecodeError: it is not JSON, or fails its checksum.
+    """
+    fail = _failer(checkpoint_id, location, run_id)
+    document, _ = _unseal(raw, checkpoint_id, fail)
+    return load_json(document, lambda _p, reason: fail("pending_writes", reason), "pending_writes")
 
 
 def encode_events(events: Sequence[Mapping[str, Any]], run_id: str) -> list[bytes]:
@@ -320,12 +627,7 @@ def decode_event(raw: bytes, run_id: str, seq: int, *, location: str = "") -> di
     Raises:
         CheckpointDecodeError: it is not a stored JSON object.
     """
-    try:
-        event = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise CheckpointDecodeError(
-            f"{run_id}#{seq}", "event", f"not valid stored JSON: {exc}", location=location
-        ) from exc
+    event = load_json(raw, _failer(f"{run_id}#{seq}", location, run_id), "event")
     if type(event) is not dict:
         raise CheckpointDecodeError(
             f"{run_id}#{seq}", "event", f"expected an object, got {brief(event)}", location=location

@@ -210,7 +210,10 @@ def materialize(chain: Sequence[Checkpoint], *, owned: bool = False) -> dict[str
     first = chain[0]
     if first.kind != "snapshot":
         raise CheckpointDecodeError(
-            first.checkpoint_id, "parent_id", f"its parent {first.parent_id!r} is missing"
+            first.checkpoint_id,
+            "parent_id",
+            f"its parent {first.parent_id!r} is missing",
+            run_id=first.run_id,
         )
 
     def take(values: dict[str, Any]) -> dict[str, Any]:
@@ -223,6 +226,16 @@ def materialize(chain: Sequence[Checkpoint], *, owned: bool = False) -> dict[str
                 checkpoint.checkpoint_id,
                 "parent_id",
                 f"expected {before.checkpoint_id!r}, found {checkpoint.parent_id!r}",
+                run_id=checkpoint.run_id,
+            )
+        if checkpoint.kind == "delta" and before.run_id != checkpoint.run_id:
+            # A delta is only ever written against its own run's previous state (a fork
+            # starts with a snapshot): a parent in another run is a record moved or edited.
+            raise CheckpointDecodeError(
+                checkpoint.checkpoint_id,
+                "parent_id",
+                f"a delta's parent {before.checkpoint_id!r} belongs to run {before.run_id!r}",
+                run_id=checkpoint.run_id,
             )
         if checkpoint.kind == "snapshot":
             state = take(checkpoint.values)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from selectgraph.core._errors import CheckpointDecodeError
-from selectgraph.persistence._codec import decode_event
+from selectgraph.persistence._codec import decode_event, inflate
 from selectgraph.persistence._threads import StoredEvent
 
 __all__ = ["pack_events", "unpack_events", "unpacked"]
@@ -76,13 +76,13 @@ def unpack_events(
     """
     marker, body = raw[:1], raw[1:]
     if marker == _DEFLATED:
-        try:
-            unpacker = zlib.decompressobj(-15, _EVENT_DICT)
-            lines = unpacker.decompress(body) + unpacker.flush()
-        except zlib.error as exc:
-            raise CheckpointDecodeError(
-                f"{run_id}#{first}", "events", f"not a deflated batch: {exc}", location=location
-            ) from exc
+
+        def fail(path: str, reason: str) -> CheckpointDecodeError:
+            return CheckpointDecodeError(
+                f"{run_id}#{first}", path, f"not a deflated batch: {reason}", location=location
+            )
+
+        lines = inflate(body, -15, _EVENT_DICT, fail, "events")
     elif marker == _LINES:
         lines = body
     else:

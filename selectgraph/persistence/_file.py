@@ -8,6 +8,7 @@ Layout under the directory::
     runs/<run key>/writes/<version>/<task key>.json   pending writes of finished tasks
     runs/<run key>/events/<seq>.jsonl    the events one save appended, from seq on, one a line
     ids/<checkpoint id key>              "<run key>/<version>", to find a checkpoint by id
+    FORMAT                               {"format": 1}: the layout's version
     threads/<thread key>/THREAD          the thread's record (owner, last run, runs: n...)
     threads/<thread key>/LOCK            locked while a claim, save or change works on it
     threads/<thread key>/runs/<seq>.json one run of the thread (ThreadRun)
@@ -33,16 +34,23 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from selectgraph.core._errors import CheckpointConflict, CheckpointDecodeError, CheckpointNotFound
+from selectgraph.core._errors import (
+    CheckpointConflict,
+    CheckpointDecodeError,
+    CheckpointNotFound,
+    StoreError,
+)
 from selectgraph.persistence._base import BlockingStore, rebased_child, window
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._codec import (
     decode_record,
     encode_events,
     encode_record,
-    encode_writes,
+    seal_entry,
+    unseal_entry,
+    writes_json,
 )
 from selectgraph.persistence._file_io import (
     WIDTH,
@@ -55,7 +63,10 @@ from selectgraph.persistence._file_io import (
 from selectgraph.persistence._file_threads import FileThreads
 from selectgraph.persistence._thread_records import check_owner, thread_to_json, touched
 
-__all__ = ["FileCheckpointStore"]
+__all__ = ["FORMAT", "FileCheckpointStore"]
+
+FORMAT: Final = 1
+"""The directory's format, recorded in its ``FORMAT`` file; records carry checksums from 1 on."""
 
 _key = key  # its name before _file_io: tests and tools reach it as _file._key
 
@@ -75,9 +86,37 @@ class FileCheckpointStore(FileThreads, BlockingStore):
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
         """The store's directory."""
-        (self.directory / "runs").mkdir(parents=True, exist_ok=True)
-        (self.directory / "ids").mkdir(exist_ok=True)
-        (self.directory / "threads").mkdir(exist_ok=True)  # a directory made before threads
+        try:
+            (self.directory / "runs").mkdir(parents=True, exist_ok=True)
+            (self.directory / "ids").mkdir(exist_ok=True)
+            (self.directory / "threads").mkdir(exist_ok=True)  # a directory made before threads
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise StoreError(
+                f"cannot open file checkpoint store {str(self.directory)!r}: it, or a part of "
+                f"its path, is a file ({exc.strerror}); name a directory"
+            ) from exc
+        self._check_format()
+
+    def _check_format(self) -> None:
+        """Refuse a directory a newer selectgraph wrote (``FORMAT``); mark an older one."""
+        path = self.directory / "FORMAT"
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            # A new store, or one made before the format was recorded (its records
+            # carry no checksums; they load as they are).
+            write_atomic(path, b'{"format":%d}' % FORMAT)
+            return
+        try:
+            found = json.loads(raw)["format"]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            found = None
+        if type(found) is not int or found > FORMAT:
+            raise StoreError(
+                f"file checkpoint store {str(self.directory)!r} has format {found!r} "
+                f"({str(path)!r}); this selectgraph reads formats up to {FORMAT}: upgrade "
+                "selectgraph to open it (a newer version wrote it)"
+            )
 
     def __repr__(self) -> str:
         return f"FileCheckpointStore({str(self.directory)!r})"
@@ -103,7 +142,7 @@ class FileCheckpointStore(FileThreads, BlockingStore):
         try:
             record = json.loads(raw)
             version, events = record["version"], record.get("events", 0)  # no events: older
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise CheckpointDecodeError(
                 "<head>", "version", f"malformed HEAD: {exc}", location=str(head)
             ) from exc
@@ -137,11 +176,17 @@ class FileCheckpointStore(FileThreads, BlockingStore):
     def _locate(self, checkpoint_id: str) -> tuple[Path, int] | None:
         """The run directory and version of a committed checkpoint, or None."""
         try:
-            entry = (self.directory / "ids" / key(checkpoint_id)).read_text()
+            raw = (self.directory / "ids" / key(checkpoint_id)).read_bytes()
         except FileNotFoundError:
             return None
+        entry = raw.decode("ascii", "replace")
         run_key, _, version_text = entry.partition("/")
-        if not version_text.isdigit():
+        if (
+            not version_text.isdigit()
+            or not version_text.isascii()
+            or len(run_key) != len(key(""))
+            or not run_key.isalnum()
+        ):
             raise CheckpointDecodeError(
                 checkpoint_id,
                 "<index>",
@@ -153,21 +198,40 @@ class FileCheckpointStore(FileThreads, BlockingStore):
             return None
         return run_dir, version
 
-    def _read(self, run_dir: Path, version: int, checkpoint_id: str) -> Checkpoint | None:
+    def _read(
+        self, run_dir: Path, version: int, checkpoint_id: str, run_id: str = ""
+    ) -> Checkpoint | None:
+        """The checkpoint stored as ``version`` in ``run_dir``, checked to be of that run.
+
+        None when there is no such file, or ``checkpoint_id`` is given and the file
+        holds another; ``run_id`` is the run asked for ("" when not known).
+        """
         path = self._record_path(run_dir, version)
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
             return None
-        label = checkpoint_id or f"<version {version} of run {run_dir.name}>"
-        checkpoint = decode_record(raw, label, location=str(path))
+        label = checkpoint_id or f"<version {version}>"
+        checkpoint = decode_record(raw, label, location=str(path), run_id=run_id)
         if checkpoint_id and checkpoint.checkpoint_id != checkpoint_id:
             return None  # a stale id entry: that version now holds another checkpoint
+        if self._run_dir(checkpoint.run_id) != run_dir or checkpoint.version != version:
+            # A record copied from another run's folder, or to another version's name.
+            raise CheckpointDecodeError(
+                checkpoint.checkpoint_id,
+                "run_id" if self._run_dir(checkpoint.run_id) != run_dir else "version",
+                f"the record of version {checkpoint.version} of run {checkpoint.run_id!r} "
+                f"is stored as version {version} of another run's folder"
+                if self._run_dir(checkpoint.run_id) != run_dir
+                else f"the record of version {checkpoint.version} is stored as version {version}",
+                location=str(path),
+                run_id=checkpoint.run_id,
+            )
         writes_dir = run_dir / "writes" / f"{version:0{WIDTH}d}"
         if writes_dir.is_dir():
             writes = {}
             for entry in sorted(writes_dir.glob("*.json")):
-                task, stored = _read_writes(entry, checkpoint.checkpoint_id)
+                task, stored = _read_writes(entry, checkpoint)
                 writes[task] = stored
             checkpoint = checkpoint.replace(pending_writes={**checkpoint.pending_writes, **writes})
         return checkpoint
@@ -247,7 +311,7 @@ class FileCheckpointStore(FileThreads, BlockingStore):
         chosen = window(
             versions, versions, self._cursor(run_id, before), self._cursor(run_id, after), limit
         )
-        found = [self._read(run_dir, version, "") for version in chosen]
+        found = [self._read(run_dir, version, "", run_id) for version in chosen]
         return [checkpoint for checkpoint in found if checkpoint is not None]
 
     def _delete(self, checkpoint_id: str) -> bool:
@@ -291,7 +355,7 @@ class FileCheckpointStore(FileThreads, BlockingStore):
     def _head(self, run_id: str) -> Checkpoint | None:
         run_dir = self._run_dir(run_id)
         for version in reversed(self._versions(run_dir)):
-            checkpoint = self._read(run_dir, version, "")
+            checkpoint = self._read(run_dir, version, "", run_id)
             if checkpoint is not None:
                 return checkpoint
         return None
@@ -320,7 +384,7 @@ class FileCheckpointStore(FileThreads, BlockingStore):
             return None
         try:
             run_id = json.loads(raw)["run_id"]
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise CheckpointDecodeError(
                 "<head>", "run_id", f"malformed HEAD: {exc}", location=str(head)
             ) from exc
@@ -351,7 +415,7 @@ class FileCheckpointStore(FileThreads, BlockingStore):
     def _put_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: builtins.list[Any]
     ) -> None:
-        encoded = encode_writes(writes, checkpoint_id, task_id)
+        encoded = writes_json(writes, checkpoint_id, task_id)
         place = self._locate(checkpoint_id)
         run_dir = self._run_dir(run_id)
         if place is None or place[0] != run_dir:
@@ -363,25 +427,28 @@ class FileCheckpointStore(FileThreads, BlockingStore):
             directory = run_dir / "writes" / f"{place[1]:0{WIDTH}d}"
             directory.mkdir(parents=True, exist_ok=True)
             entry = b'{"task_id":' + json.dumps(task_id).encode() + b',"writes":' + encoded + b"}"
-            write_atomic(directory / f"{key(task_id)}.json", entry)
+            write_atomic(directory / f"{key(task_id)}.json", seal_entry(entry, checkpoint_id))
 
 
-def _read_writes(path: Path, checkpoint_id: str) -> tuple[str, builtins.list[Any]]:
-    """The task id and writes a pending-writes file holds."""
-    try:
-        record = json.loads(path.read_bytes())
-    except ValueError as exc:
-        record = exc
+def _read_writes(path: Path, checkpoint: Checkpoint) -> tuple[str, builtins.list[Any]]:
+    """The task id and writes a pending-writes file holds (checked against its checksum)."""
+    checkpoint_id, run_id = checkpoint.checkpoint_id, checkpoint.run_id
+    record = unseal_entry(path.read_bytes(), checkpoint_id, location=str(path), run_id=run_id)
     if type(record) is not dict or type(record.get("task_id")) is not str:
         raise CheckpointDecodeError(
-            checkpoint_id, "pending_writes", "malformed writes file", location=str(path)
+            checkpoint_id,
+            "pending_writes",
+            "malformed writes file",
+            location=str(path),
+            run_id=run_id,
         )
     writes = record.get("writes")
-    if type(writes) is not list:
+    if type(writes) is not list or record.keys() - {"task_id", "writes", "crc"}:
         raise CheckpointDecodeError(
             checkpoint_id,
             f"pending_writes.{record['task_id']}",
             "expected a list of writes",
             location=str(path),
+            run_id=run_id,
         )
     return record["task_id"], writes

@@ -27,8 +27,7 @@ from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
 from selectgraph.persistence._base import Portal, check_list_args, check_save, rebased_child
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._codec import (
-    build_checkpoint,
-    decode_body,
+    decode_row,
     decode_writes,
     encode_body,
     encode_events,
@@ -242,10 +241,7 @@ class PostgresCheckpointStore(PostgresThreads):
             "kind": _KIND_NAMES.get(kind, kind),
             "created_at": created_at,
         }
-        fields = decode_body(bytes(body), checkpoint_id, location=location)
-        if writes:
-            fields["pending_writes"] = {**fields["pending_writes"], **writes}
-        return build_checkpoint(header, fields, checkpoint_id, location=location)
+        return decode_row(header, body, writes, location=location, run_id=str(run_id))
 
     async def _rows(
         self, conn: AsyncConnection[Any], rows: builtins.list[Any]
@@ -255,7 +251,7 @@ class PostgresCheckpointStore(PostgresThreads):
             cursor = await conn.execute(self._q["writes"], ([row[1] for row in rows],))
             for checkpoint_id, task_id, body in await cursor.fetchall():
                 writes.setdefault(checkpoint_id, {})[task_id] = decode_writes(
-                    bytes(body), checkpoint_id, task_id, location=f"table {self.schema}.writes"
+                    body, checkpoint_id, task_id, location=f"table {self.schema}.writes"
                 )
         return [self._checkpoint(row, writes.get(row[1], {})) for row in rows]
 

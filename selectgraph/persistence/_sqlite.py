@@ -34,12 +34,11 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
+from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound, StoreError
 from selectgraph.persistence._base import BlockingStore, rebased_child
 from selectgraph.persistence._checkpoint import Checkpoint, id_time
 from selectgraph.persistence._codec import (
-    build_checkpoint,
-    decode_body,
+    decode_row,
     decode_writes,
     encode_body,
     encode_events,
@@ -85,6 +84,9 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
         ),
     ),
     (2, THREAD_TABLES),
+    # Bodies and writes carry a CRC-32 from here on (see _codec.py). Nothing to change
+    # in the tables: the version only tells an older selectgraph not to read them.
+    (3, ()),
 )
 """Schema changes in order; a database records the last one applied in ``schema_version``."""
 
@@ -165,6 +167,21 @@ def _locked(error: BaseException) -> bool:
     return isinstance(error, sqlite3.OperationalError) and "locked" in str(error)
 
 
+def _open_error(path: Path, error: sqlite3.Error) -> StoreError:
+    """The typed error for a path SQLite cannot open as a checkpoint store."""
+    if "not a database" in str(error) or isinstance(error, sqlite3.DatabaseError):
+        what = (
+            "it is not a SQLite database"
+            if "not a database" in str(error)
+            else f"SQLite failed: {error}"
+        )
+        return StoreError(
+            f"cannot open SQLite checkpoint store {str(path)!r}: {what}; name a new file "
+            "(it is created) or a database a SQLiteCheckpointStore made"
+        )
+    return StoreError(f"cannot open SQLite checkpoint store {str(path)!r}: {error}")
+
+
 class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
     """Checkpoints in a SQLite database file: durable, compact, one writer per run.
 
@@ -183,9 +200,18 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
         self.path = Path(path)
         """The database file."""
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(
-            self.path, timeout=timeout, isolation_level=None, check_same_thread=False
-        )
+        if not self.path.parent.is_dir():
+            raise StoreError(
+                f"cannot open SQLite checkpoint store {str(self.path)!r}: its folder "
+                f"{str(self.path.parent)!r} does not exist; create it first, or name a file "
+                "in an existing folder"
+            )
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise _open_error(self.path, exc) from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
             _use_wal(self._conn, timeout)
@@ -194,8 +220,10 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             self._conn.create_function("id_hash", 1, id_hash, deterministic=True)
             self._conn.create_function("id_micros", 1, id_micros, deterministic=True)
             self._migrate()
-        except BaseException:
+        except BaseException as exc:
             self._conn.close()
+            if isinstance(exc, sqlite3.DatabaseError) and not _locked(exc):
+                raise _open_error(self.path, exc) from exc
             raise
 
     def __repr__(self) -> str:
@@ -216,10 +244,11 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
         with self._transaction() as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             current = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
-            if current > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"{self.path} has checkpoint schema version {current}; this selectgraph "
-                    f"knows versions up to {SCHEMA_VERSION}: upgrade selectgraph"
+            if type(current) is not int or current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"SQLite checkpoint store {str(self.path)!r} has checkpoint schema version "
+                    f"{current!r}; this selectgraph knows versions up to {SCHEMA_VERSION}: "
+                    "upgrade selectgraph to open it (a newer version wrote it)"
                 )
             for version, statements in _MIGRATIONS:
                 if version > current:
@@ -231,7 +260,6 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
 
     def _checkpoint(self, row: Sequence[Any], writes: dict[str, builtins.list[Any]]) -> Checkpoint:
         row_id, version, run_id, checkpoint_id, parent_id, step, kind, created_at, body = row
-        location = f"{self.path} checkpoints row {row_id}"
         header = {
             "run_id": run_id,
             "checkpoint_id": checkpoint_id,
@@ -239,29 +267,35 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             "version": version,
             "step": step,
             "kind": _KIND_NAMES.get(kind, kind),
-            "created_at": created_at if created_at is not None else id_time(checkpoint_id),
+            "created_at": (
+                created_at
+                if created_at is not None
+                else id_time(checkpoint_id)
+                if type(checkpoint_id) is str
+                else None
+            ),
         }
-        if not isinstance(body, bytes):
-            body = str(body).encode()  # a text value written behind the store's back
-        fields = decode_body(body, checkpoint_id, location=location)
-        if writes:
-            fields["pending_writes"] = {**fields["pending_writes"], **writes}
-        return build_checkpoint(header, fields, checkpoint_id, location=location)
+        location = f"{self.path} checkpoints row {row_id}"
+        return decode_row(header, body, writes, location=location, run_id=str(run_id))
 
     def _rows(
         self, conn: sqlite3.Connection, rows: builtins.list[Any]
     ) -> builtins.list[Checkpoint]:
         found: dict[int, dict[str, builtins.list[Any]]] = {}
         if rows:
-            ids = {row[0]: row[3] for row in rows}
+            ids = {row[0]: row for row in rows}
             stored = conn.execute(
                 "SELECT checkpoint, task_id, body FROM writes WHERE checkpoint BETWEEN ? AND ?",
                 (min(ids), max(ids)),
             )
             for row_id, task_id, body in stored:
                 if row_id in ids:
-                    found.setdefault(row_id, {})[task_id] = decode_writes(
-                        bytes(body), ids[row_id], task_id, location=f"{self.path} writes"
+                    found.setdefault(row_id, {})[str(task_id)] = decode_writes(
+                        body,
+                        str(ids[row_id][3]),
+                        str(task_id),
+                        location=f"{self.path} writes",
+                        run_id=str(ids[row_id][2]),
                     )
         return [self._checkpoint(row, found.get(row[0], {})) for row in rows]
 

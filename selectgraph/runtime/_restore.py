@@ -30,6 +30,7 @@ from selectgraph.observe._recorder import EventRecorder, Listener
 from selectgraph.persistence._chain import CheckpointChain
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._delta import copy_encoded
+from selectgraph.persistence._fields import check_run_state
 from selectgraph.persistence._protocol import CheckpointStore, implements
 from selectgraph.runtime._book import InterruptBook
 from selectgraph.runtime._book_codec import (
@@ -236,6 +237,8 @@ def restored_run(
 ) -> Run:
     """A run of ``graph`` picking up the state and counters saved in ``checkpoint``."""
     serializer = options.serializer
+    # The mirror below writes into the encoded state: refuse one without its parts.
+    check_run_state(encoded, checkpoint.checkpoint_id, checkpoint.run_id)
     state = GraphState.from_dict(encoded, serializer=serializer)
     upgraded = upgrade_state(graph, checkpoint, state)
     metadata = checkpoint.metadata

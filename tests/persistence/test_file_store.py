@@ -102,7 +102,12 @@ def test_run_ids_of_any_form_are_safe_file_names(tmp_path: Path) -> None:
             cp(1, f"id-{len(run_id)}-{run_id[:3]}").replace(run_id=run_id), expected_version=0
         )
         assert store.head(run_id) is not None
-    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["ids", "runs", "threads"]
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == [
+        "FORMAT",
+        "ids",
+        "runs",
+        "threads",
+    ]
     assert len(list((tmp_path / "store" / "runs").iterdir())) == 4
 
 
@@ -126,7 +131,7 @@ def test_malformed_index_and_writes_files_are_decode_errors(tmp_path: Path) -> N
     writes = next((store._run_dir("w") / "writes").rglob("*.json"))
     for garbage, message in (
         ('{"task_id": 5}', "malformed writes file"),
-        ("{oops", "malformed writes file"),
+        ("{oops", "not valid stored JSON"),
         ('{"task_id": "task", "writes": {}}', "expected a list"),
     ):
         writes.write_text(garbage)

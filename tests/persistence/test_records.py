@@ -28,6 +28,8 @@ from selectgraph.persistence._codec import (
     decode_writes,
     encode_body,
     encode_record,
+    encode_writes,
+    header_of,
 )
 
 json_leaf = (
@@ -297,14 +299,16 @@ def test_bodies_and_records_round_trip() -> None:
         next=[{"after": "tick"}],
         metadata={"trigger": "node_complete"},
     )
-    assert encode_body(small)[:1] in (b"v", b"d")  # values only, bare or deflated
-    assert encode_body(big).startswith(b"z")  # large: compressed
-    assert len(encode_body(big)) < 200
+    # Each body starts with "c" and its CRC-32 (4 bytes), then its own marker.
+    assert encode_body(small)[5:6] in (b"v", b"d")  # values only, bare or deflated
+    assert encode_body(big)[5:6] == b"z"  # large: compressed
+    assert len(encode_body(big)) < 205
     # A step's small body is deflated against a preset dictionary: a third of its size.
-    assert encode_body(step).startswith(b"d")
-    assert len(encode_body(step)) < 70
+    assert encode_body(step)[5:6] == b"d"
+    assert len(encode_body(step)) < 75
     for cp in (small, big, step):
-        body = decode_body(encode_body(cp), cp.checkpoint_id)
+        assert encode_body(cp)[:1] == b"c"
+        body = decode_body(encode_body(cp), header_of(cp))
         assert body == {
             "values": cp.values,
             "next": cp.next,
@@ -328,7 +332,7 @@ def test_bodies_and_records_round_trip() -> None:
 )
 def test_a_malformed_body_is_a_located_error(raw: bytes, path: str) -> None:
     with pytest.raises(CheckpointDecodeError) as caught:
-        decode_body(raw, "cp-1", location="somewhere")
+        decode_body(raw, {"checkpoint_id": "cp-1"}, location="somewhere")
     assert (caught.value.checkpoint_id, caught.value.path, caught.value.location) == (
         "cp-1",
         path,
@@ -349,6 +353,7 @@ def test_a_malformed_body_is_a_located_error(raw: bytes, path: str) -> None:
 )
 def test_a_malformed_record_header_is_a_located_error(header: dict[str, Any], path: str) -> None:
     record = json.loads(encode_record(snapshot("c", {})))
+    del record["crc"]  # an unsealed record, as written before checksums: read unchecked
     record.update(header)
     with pytest.raises(CheckpointDecodeError) as caught:
         decode_record(json.dumps(record).encode(), "c")
@@ -356,7 +361,10 @@ def test_a_malformed_record_header_is_a_located_error(header: dict[str, Any], pa
 
 
 def test_writes_codec() -> None:
-    assert decode_writes(b"[1]", "c", "t") == [1]
+    assert decode_writes(b"[1]", "c", "t") == [1]  # written before checksums
+    assert decode_writes(encode_writes([1], "c", "t"), "c", "t") == [1]
+    with pytest.raises(CheckpointDecodeError, match="checksum"):
+        decode_writes(encode_writes([1], "c", "t"), "c", "other task")
     for raw in (b"{", b"{}"):
         with pytest.raises(CheckpointDecodeError, match=r"pending_writes\.t"):
             decode_writes(raw, "c", "t")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from selectgraph import GraphState
+from selectgraph import GraphState, StoreError
 from selectgraph.persistence import CheckpointChain, SQLiteCheckpointStore
 from selectgraph.persistence._sqlite import SCHEMA_VERSION
 
@@ -50,8 +50,26 @@ def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
     with conn:
         conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION + 1,))
     conn.close()
-    with pytest.raises(RuntimeError, match="upgrade selectgraph"):
+    with pytest.raises(StoreError, match="upgrade selectgraph") as caught:
         SQLiteCheckpointStore(path)
+    assert str(path) in str(caught.value)
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "notadb.txt"
+    path.write_text("hello, this is not SQLite\n" * 10)
+    with pytest.raises(StoreError, match="not a SQLite database") as caught:
+        SQLiteCheckpointStore(path)
+    assert str(path) in str(caught.value)
+    assert path.read_text() == "hello, this is not SQLite\n" * 10  # left as it was
+
+
+def test_a_missing_folder_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "nodir" / "x.db"
+    with pytest.raises(StoreError, match="does not exist") as caught:
+        SQLiteCheckpointStore(path)
+    assert str(tmp_path / "nodir") in str(caught.value)
+    assert not (tmp_path / "nodir").exists()
 
 
 def test_storage_grows_linearly_with_steps(tmp_path: Path) -> None:

@@ -87,7 +87,7 @@ def test_an_sqlite_database_from_before_threads_is_upgraded_in_place(tmp_path: P
     conn = sqlite3.connect(path)
     versions = conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
     conn.close()
-    assert versions == [(1,), (2,)]
+    assert versions == [(1,), (2,), (3,)]
 
 
 def test_a_postgres_schema_from_before_threads_is_upgraded_in_place() -> None:

@@ -17,7 +17,6 @@ never names code to load).
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -33,7 +32,7 @@ from selectgraph.core._usage import NO_USAGE, Usage
 from selectgraph.observe._codec import event_from_json
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._checkpoint import Checkpoint
-from selectgraph.persistence._codec import decode_record
+from selectgraph.persistence._codec import checkpoint_from_json
 from selectgraph.routing._edges import RouteDecision
 from selectgraph.runtime._tasks import BranchTally
 
@@ -290,8 +289,8 @@ def decode_result(
 
 def checkpoint_from_record(raw: Mapping[str, Any]) -> Checkpoint:
     """A checkpoint published on a run's stream (its stored JSON record), checked field by field."""
-    body = json.dumps(raw, separators=(",", ":")).encode()
-    return decode_record(body, str(raw.get("checkpoint_id")), location="a run's stream")
+    # Parsed once already (the stream is JSON): its fields are checked, not its checksum.
+    return checkpoint_from_json(raw, str(raw.get("checkpoint_id")), location="a run's stream")
 
 
 def decode_events(batch: Any) -> list[GraphEvent]:
