@@ -1,8 +1,10 @@
 """PostgresCheckpointStore: checkpoints in PostgreSQL, for several machines sharing runs.
 
-Uses psycopg 3 with a connection pool that checks each connection before
-lending it, so a connection the server (or a proxy) dropped during a long LLM
-call is replaced instead of failing the next save. Each save is one
+Uses psycopg 3 with a connection pool. Every operation runs through
+``_postgres_retry.Database.run``: when the server (or a proxy) drops its
+connection, during a long LLM call or mid-save, the operation runs again on
+another connection, and a database that stays silent for ``timeout`` seconds
+raises :class:`~selectgraph.StoreUnavailable`. Each save is one
 transaction that locks the run's row in the heads table (``SELECT ... FOR
 UPDATE``) for the version check: of two writers resuming one run, exactly one
 commits, the other gets :class:`~selectgraph.CheckpointConflict`.
@@ -23,7 +25,12 @@ import builtins
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Self
 
-from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound
+from selectgraph.core._errors import (
+    CheckpointConflict,
+    CheckpointNotFound,
+    StoreError,
+    StoreUnavailable,
+)
 from selectgraph.persistence._base import Portal, check_list_args, check_save, rebased_child
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._codec import (
@@ -34,6 +41,7 @@ from selectgraph.persistence._codec import (
     encode_writes,
 )
 from selectgraph.persistence._delta import materialize
+from selectgraph.persistence._postgres_retry import Database, quick_connection_class
 from selectgraph.persistence._postgres_threads import THREAD_QUERIES, THREAD_TABLES, PostgresThreads
 from selectgraph.persistence._thread_records import check_owner, expiry
 
@@ -76,6 +84,9 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
 """Schema changes in order; the schema records the last one applied in ``schema_version``."""
 
 SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
+
+DEFAULT_TIMEOUT: Final = 10.0
+"""Seconds a store waits for an answer by default: a restart fits, a dead host is told soon."""
 
 _KIND_CODES: Final = {"snapshot": 0, "delta": 1}
 _KIND_NAMES: Final = {0: "snapshot", 1: "delta"}
@@ -137,16 +148,24 @@ class PostgresCheckpointStore(PostgresThreads):
     (a schema an older selectgraph made gains the thread tables at open).
     Opening the store connects and migrates, so a wrong URL fails here.
 
+    A connection the server drops (a restart, ``pg_terminate_backend``, a proxy)
+    costs a retry, not a failed run: each operation is one transaction, run again
+    on a fresh connection (a save is idempotent by version).
+
     Args:
         url: A libpq connection string, e.g. ``postgresql://user@host:5432/db``.
         schema: The schema holding the tables.
         min_size: Connections the pool keeps open.
         max_size: Connections the pool opens at most.
-        timeout: Seconds to wait for a connection (and for the first one at open).
+        timeout: Seconds the store waits for the database to answer (to open, for
+            a connection, while reconnecting after losing one) before it raises
+            StoreUnavailable; long enough to ride out a server restart.
 
     Raises:
         ImportError: psycopg is not installed (the ``postgres`` extra).
-        psycopg_pool.PoolTimeout: no server answered within ``timeout``.
+        StoreUnavailable: no server answered within ``timeout`` (at open, or later
+            from any operation).
+        StoreError: the schema was made by a newer selectgraph.
     """
 
     def __init__(
@@ -156,10 +175,11 @@ class PostgresCheckpointStore(PostgresThreads):
         schema: str = "selectgraph",
         min_size: int = 1,
         max_size: int = 4,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         try:
             from psycopg import sql
+            from psycopg.conninfo import conninfo_to_dict
             from psycopg_pool import AsyncConnectionPool
         except ImportError as exc:  # pragma: no cover - the dev extra installs it
             raise ImportError(
@@ -167,6 +187,9 @@ class PostgresCheckpointStore(PostgresThreads):
             ) from exc
         if type(schema) is not str or not schema:
             raise ValueError(f"schema must be a non-empty string, got {schema!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        settings = conninfo_to_dict(url)
         self.schema = schema
         """The schema holding the tables."""
         quoted = sql.Identifier(schema).as_string(None)
@@ -176,16 +199,25 @@ class PostgresCheckpointStore(PostgresThreads):
         }
         self._schema_sql = quoted
         self._portal = Portal("selectgraph-postgres")
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in settings:  # libpq's default waits forever for a SYN
+            kwargs["connect_timeout"] = max(2, round(timeout))
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             url,
+            connection_class=quick_connection_class(),
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
+            # A pool that gave up reconnecting starts afresh on the next request,
+            # instead of waiting out its growing backoff after the server is back.
+            reconnect_timeout=timeout,
             open=False,
-            check=AsyncConnectionPool.check_connection,
-            kwargs={"autocommit": True},
+            kwargs=kwargs,
             name="selectgraph-checkpoints",
         )
+        where = f"schema {schema!r} at {settings.get('host', 'localhost')}:"
+        where += str(settings.get("port", 5432))
+        self._db = Database(self._pool, timeout=timeout, where=where)
         try:
             self._portal.call(self._open(timeout))
         except BaseException:
@@ -197,35 +229,44 @@ class PostgresCheckpointStore(PostgresThreads):
         return f"PostgresCheckpointStore(schema={self.schema!r})"
 
     async def _open(self, timeout: float) -> None:
-        await self._pool.open(wait=True, timeout=timeout)
-        async with self._pool.connection() as conn, conn.transaction():
-            # One migrator at a time across processes; the lock ends with the transaction.
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"selectgraph:{self.schema}",)
+        from psycopg_pool import PoolTimeout
+
+        try:
+            await self._pool.open(wait=True, timeout=timeout)
+        except PoolTimeout as exc:
+            raise StoreUnavailable(
+                f"PostgreSQL store ({self._db.where}) did not answer within {timeout:g} s "
+                "of opening: check the URL and that the server is up, or raise timeout="
+            ) from exc
+        await self._db.run(self._migrate)
+
+    async def _migrate(self, conn: AsyncConnection[Any]) -> None:
+        """Bring the schema up to SCHEMA_VERSION, in one transaction."""
+        # One migrator at a time across processes; the lock ends with the transaction.
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"selectgraph:{self.schema}",)
+        )
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._schema_sql}")
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {self._schema_sql}.schema_version "
+            "(version integer NOT NULL)"
+        )
+        cursor = await conn.execute(f"SELECT max(version) FROM {self._schema_sql}.schema_version")
+        row = await cursor.fetchone()
+        current = (row[0] if row else None) or 0
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"schema {self.schema!r} has checkpoint schema version {current}; this "
+                f"selectgraph knows versions up to {SCHEMA_VERSION}: upgrade selectgraph"
             )
-            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._schema_sql}")
-            await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {self._schema_sql}.schema_version "
-                "(version integer NOT NULL)"
-            )
-            cursor = await conn.execute(
-                f"SELECT max(version) FROM {self._schema_sql}.schema_version"
-            )
-            row = await cursor.fetchone()
-            current = (row[0] if row else None) or 0
-            if current > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"schema {self.schema!r} has checkpoint schema version {current}; this "
-                    f"selectgraph knows versions up to {SCHEMA_VERSION}: upgrade selectgraph"
+        for version, statements in _MIGRATIONS:
+            if version > current:
+                for statement in statements:
+                    await conn.execute(statement.replace("{schema}", self._schema_sql))
+                await conn.execute(
+                    f"INSERT INTO {self._schema_sql}.schema_version (version) VALUES (%s)",
+                    (version,),
                 )
-            for version, statements in _MIGRATIONS:
-                if version > current:
-                    for statement in statements:
-                        await conn.execute(statement.replace("{schema}", self._schema_sql))
-                    await conn.execute(
-                        f"INSERT INTO {self._schema_sql}.schema_version (version) VALUES (%s)",
-                        (version,),
-                    )
 
     # -- rows ------------------------------------------------------------------
 
@@ -276,67 +317,79 @@ class PostgresCheckpointStore(PostgresThreads):
     # -- work, on the portal's loop --------------------------------------------
 
     async def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
-        import psycopg
-
         body = encode_body(checkpoint)  # encoding errors surface before the transaction
         events = encode_events(checkpoint.events, checkpoint.run_id)
+        # Replayable: a retry whose first attempt committed finds itself stored.
+        await self._db.run(
+            lambda conn: self._save_on(conn, checkpoint, expected_version, body, events)
+        )
+
+    async def _save_on(
+        self,
+        conn: AsyncConnection[Any],
+        checkpoint: Checkpoint,
+        expected_version: int,
+        body: bytes,
+        events: builtins.list[bytes],
+    ) -> None:
+        import psycopg
+
         named = checkpoint.metadata.get("thread_id")
         thread_id = None if named is None else str(named)
-        async with self._pool.connection() as conn, conn.transaction():
-            thread = None
-            if thread_id is not None:
-                # The thread's row before the run's: a claim holds it while it reads the
-                # run's head or deletes the run, so the two never interleave (or deadlock).
-                thread = await self._thread_on(conn, thread_id, lock=True)
-                # Before the version check: a rolled-back run has no head left to
-                # conflict with, and must hear that it lost the thread.
-                check_owner(thread, thread_id, checkpoint.run_id)
+        thread = None
+        if thread_id is not None:
+            # The thread's row before the run's: a claim holds it while it reads the
+            # run's head or deletes the run, so the two never interleave (or deadlock).
+            thread = await self._thread_on(conn, thread_id, lock=True)
+            # Before the version check: a rolled-back run has no head left to
+            # conflict with, and must hear that it lost the thread.
+            check_owner(thread, thread_id, checkpoint.run_id)
+        cursor = await conn.execute(self._q["lock_run"], (checkpoint.run_id,))
+        row = await cursor.fetchone()
+        if row is None:
+            # A first save: create the head row (a racing first writer waits on
+            # its unique key), then lock it like any other.
+            await conn.execute(self._q["new_run"], (checkpoint.run_id,))
             cursor = await conn.execute(self._q["lock_run"], (checkpoint.run_id,))
             row = await cursor.fetchone()
-            if row is None:
-                # A first save: create the head row (a racing first writer waits on
-                # its unique key), then lock it like any other.
-                await conn.execute(self._q["new_run"], (checkpoint.run_id,))
-                cursor = await conn.execute(self._q["lock_run"], (checkpoint.run_id,))
-                row = await cursor.fetchone()
-            actual = int(row[0]) if row is not None else 0
-            if actual != expected_version:
-                cursor = await conn.execute(self._q["owner"], (checkpoint.checkpoint_id,))
-                if await cursor.fetchone() == (checkpoint.run_id, checkpoint.version):
-                    return  # this very save was committed before: a retry
-                raise CheckpointConflict(
-                    checkpoint.run_id, expected_version=expected_version, actual_version=actual
-                )
-            await conn.execute(self._q["set_version"], (checkpoint.version, checkpoint.run_id))
-            try:
-                await conn.execute(
-                    self._q["insert"],
-                    (
-                        checkpoint.checkpoint_id,
-                        checkpoint.run_id,
-                        checkpoint.version,
-                        checkpoint.parent_id,
-                        checkpoint.step,
-                        _KIND_CODES[checkpoint.kind],
-                        checkpoint.created_at,
-                        body,
-                    ),
-                )
-            except psycopg.errors.UniqueViolation as exc:
-                raise ValueError(
-                    f"checkpoint id {checkpoint.checkpoint_id!r} is already stored"
-                ) from exc
-            if thread_id is not None:
-                assert thread is not None  # check_owner refused a missing thread
-                moment = checkpoint.created_at
-                await conn.execute(
-                    self._q["touch_thread"], (moment, expiry(thread.ttl, moment), thread_id)
-                )
-            if events:
-                await self._insert_events(conn, checkpoint.run_id, events)
+        actual = int(row[0]) if row is not None else 0
+        if actual != expected_version:
+            cursor = await conn.execute(self._q["owner"], (checkpoint.checkpoint_id,))
+            if await cursor.fetchone() == (checkpoint.run_id, checkpoint.version):
+                return  # this very save was committed before: a retry
+            raise CheckpointConflict(
+                checkpoint.run_id, expected_version=expected_version, actual_version=actual
+            )
+        await conn.execute(self._q["set_version"], (checkpoint.version, checkpoint.run_id))
+        try:
+            await conn.execute(
+                self._q["insert"],
+                (
+                    checkpoint.checkpoint_id,
+                    checkpoint.run_id,
+                    checkpoint.version,
+                    checkpoint.parent_id,
+                    checkpoint.step,
+                    _KIND_CODES[checkpoint.kind],
+                    checkpoint.created_at,
+                    body,
+                ),
+            )
+        except psycopg.errors.UniqueViolation as exc:
+            raise ValueError(
+                f"checkpoint id {checkpoint.checkpoint_id!r} is already stored"
+            ) from exc
+        if thread_id is not None:
+            assert thread is not None  # check_owner refused a missing thread
+            moment = checkpoint.created_at
+            await conn.execute(
+                self._q["touch_thread"], (moment, expiry(thread.ttl, moment), thread_id)
+            )
+        if events:
+            await self._insert_events(conn, checkpoint.run_id, events)
 
     async def _load(self, checkpoint_id: str) -> Checkpoint:
-        async with self._pool.connection() as conn:
+        async def work(conn: AsyncConnection[Any]) -> Checkpoint:
             cursor = await conn.execute(
                 self._q["select"] + "WHERE c.checkpoint_id = %s", (checkpoint_id,)
             )
@@ -345,14 +398,18 @@ class PostgresCheckpointStore(PostgresThreads):
                 raise CheckpointNotFound(checkpoint_id)
             return (await self._rows(conn, [row]))[0]
 
+        return await self._db.run(work, transaction=False)
+
     async def _load_state(self, checkpoint_id: str) -> dict[str, Any]:
-        async with self._pool.connection() as conn:
+        async def work(conn: AsyncConnection[Any]) -> dict[str, Any]:
             return await self._chain_on(conn, checkpoint_id)
+
+        return await self._db.run(work, transaction=False)
 
     async def _list(
         self, run_id: str, limit: int | None, before: str | None, after: str | None
     ) -> builtins.list[Checkpoint]:
-        async with self._pool.connection() as conn:
+        async def work(conn: AsyncConnection[Any]) -> builtins.list[Checkpoint]:
             before_v = await self._cursor(conn, run_id, before)
             after_v = await self._cursor(conn, run_id, after)
             where = ["c.run_id = %s"]
@@ -375,8 +432,10 @@ class PostgresCheckpointStore(PostgresThreads):
                 rows.reverse()
             return await self._rows(conn, rows)
 
+        return await self._db.run(work, transaction=False)
+
     async def _delete(self, checkpoint_id: str) -> bool:
-        async with self._pool.connection() as conn, conn.transaction():
+        async def work(conn: AsyncConnection[Any]) -> bool:
             cursor = await conn.execute(self._q["owner"], (checkpoint_id,))
             owner = await cursor.fetchone()
             if owner is None:
@@ -415,16 +474,20 @@ class PostgresCheckpointStore(PostgresThreads):
             await conn.execute(self._q["delete"], (checkpoint_id,))
             return True
 
+        return await self._db.run(work)
+
     async def _delete_run(self, run_id: str) -> int:
-        async with self._pool.connection() as conn, conn.transaction():
+        async def work(conn: AsyncConnection[Any]) -> int:
             await conn.execute(self._q["lock_run"], (run_id,))
             cursor = await conn.execute(self._q["count_run"], (run_id,))
             row = await cursor.fetchone()
             await conn.execute(self._q["delete_run"], (run_id,))
             return int(row[0]) if row is not None else 0
 
+        return await self._db.run(work)
+
     async def _head(self, run_id: str) -> Checkpoint | None:
-        async with self._pool.connection() as conn:
+        async def work(conn: AsyncConnection[Any]) -> Checkpoint | None:
             cursor = await conn.execute(
                 self._q["select"] + "WHERE c.run_id = %s ORDER BY c.version DESC LIMIT 1",
                 (run_id,),
@@ -432,21 +495,27 @@ class PostgresCheckpointStore(PostgresThreads):
             row = await cursor.fetchone()
             return (await self._rows(conn, [row]))[0] if row is not None else None
 
+        return await self._db.run(work, transaction=False)
+
     async def _list_runs(self, limit: int | None) -> builtins.list[str]:
         query = self._q["runs"]
         params: builtins.list[Any] = []
         if limit is not None:
             query += " LIMIT %s"
             params.append(limit)
-        async with self._pool.connection() as conn:
+
+        async def work(conn: AsyncConnection[Any]) -> builtins.list[str]:
             cursor = await conn.execute(query, params)
             return [row[0] for row in await cursor.fetchall()]
+
+        return await self._db.run(work, transaction=False)
 
     async def _put_writes(
         self, run_id: str, checkpoint_id: str, task_id: str, writes: builtins.list[Any]
     ) -> None:
         body = encode_writes(writes, checkpoint_id, task_id)
-        async with self._pool.connection() as conn, conn.transaction():
+
+        async def work(conn: AsyncConnection[Any]) -> None:
             cursor = await conn.execute(self._q["owner"], (checkpoint_id,))
             owner = await cursor.fetchone()
             if owner is None or owner[0] != run_id:
@@ -457,6 +526,8 @@ class PostgresCheckpointStore(PostgresThreads):
             if actual != owner[1]:
                 raise CheckpointConflict(run_id, expected_version=owner[1], actual_version=actual)
             await conn.execute(self._q["put_writes"], (checkpoint_id, task_id, body))
+
+        return await self._db.run(work)
 
     # -- public API ------------------------------------------------------------
 

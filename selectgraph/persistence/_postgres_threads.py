@@ -7,6 +7,11 @@ packed row per batch). Each primitive is one transaction; one that changes a
 thread locks its row (``SELECT ... FOR UPDATE``) first, before any run's row
 (the order a save takes them in too, so none deadlocks); a thread's queue
 changes under a transaction-scoped advisory lock, since its row may not exist.
+
+Every primitive runs through ``Database.run`` (``_postgres_retry.py``), so a
+dropped connection costs a retry. Two are not idempotent and are not run again
+when their COMMIT went unanswered: a claim (run twice, it would find its own
+claim) and an append of events (it would append them twice).
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from selectgraph.persistence._threads import Claim, StoredEvent, Thread, ThreadR
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from psycopg_pool import AsyncConnectionPool
+
+    from selectgraph.persistence._postgres_retry import Database
 
 __all__ = ["THREAD_QUERIES", "THREAD_TABLES", "PostgresThreads"]
 
@@ -192,7 +198,8 @@ class PostgresThreads(PortalThreadKeeping):
 
     schema: str
     _q: dict[str, str]
-    _pool: AsyncConnectionPool[AsyncConnection[Any]]
+    _db: Database
+    """Runs each primitive as one transaction, again if its connection dies."""
 
     async def _thread_on(
         self, conn: AsyncConnection[Any], thread_id: str, *, lock: bool = False
@@ -267,7 +274,7 @@ class PostgresThreads(PortalThreadKeeping):
         ttl: float | None,
         now: dt.datetime,
     ) -> Claim:
-        async with self._pool.connection() as conn, conn.transaction():
+        async def work(conn: AsyncConnection[Any]) -> Claim:
             thread = await self._lock_or_create(conn, thread_id, now)
             owner_start = None
             if thread is not None and thread.owner is not None:
@@ -316,17 +323,23 @@ class PostgresThreads(PortalThreadKeeping):
             await self._write_thread(conn, owned)
             return Claim(owned, record, start_from, decision.superseded)
 
+        return await self._db.run(work, replayable=False)
+
     async def _release_thread(self, thread_id: str, run_id: str, now: dt.datetime) -> bool:
-        async with self._pool.connection() as conn, conn.transaction():
+        async def work(conn: AsyncConnection[Any]) -> bool:
             thread = await self._thread_on(conn, thread_id, lock=True)
             if thread is None or thread.owner != run_id:
                 return False
             await self._write_thread(conn, released(thread, now))
             return True
 
+        return await self._db.run(work)
+
     async def _get_thread(self, thread_id: str) -> Thread | None:
-        async with self._pool.connection() as conn:
+        async def work(conn: AsyncConnection[Any]) -> Thread | None:
             return await self._thread_on(conn, thread_id)
+
+        return await self._db.run(work, transaction=False)
 
     async def _list_threads(
         self, metadata: dict[str, Any], limit: int | None
@@ -343,14 +356,19 @@ class PostgresThreads(PortalThreadKeeping):
         query = self._q["threads"]
         if where:
             query += "WHERE " + " AND ".join(where) + " "
-        async with self._pool.connection() as conn:
+
+        async def work(conn: AsyncConnection[Any]) -> builtins.list[Thread]:
             cursor = await conn.execute(query + self._q["threads_order"], [*params, limit])
             return [_thread(row) for row in await cursor.fetchall()]
 
+        return await self._db.run(work, transaction=False)
+
     async def _thread_runs(self, thread_id: str) -> builtins.list[ThreadRun]:
-        async with self._pool.connection() as conn:
+        async def work(conn: AsyncConnection[Any]) -> builtins.list[ThreadRun]:
             cursor = await conn.execute(self._q["thread_runs"], (thread_id,))
             return [_thread_run(row) for row in await cursor.fetchall()]
+
+        return await self._db.run(work, transaction=False)
 
     async def _update_thread(
         self,
@@ -359,7 +377,7 @@ class PostgresThreads(PortalThreadKeeping):
         ttl: float | None,
         now: dt.datetime,
     ) -> Thread:
-        async with self._pool.connection() as conn, conn.transaction():
+        async def work(conn: AsyncConnection[Any]) -> Thread:
             thread = await self._thread_on(conn, thread_id, lock=True)
             if thread is None:
                 raise ResumeError(f"thread {thread_id!r} does not exist in this store")
@@ -367,8 +385,10 @@ class PostgresThreads(PortalThreadKeeping):
             await self._write_thread(conn, changed)
             return changed
 
+        return await self._db.run(work)
+
     async def _delete_thread(self, thread_id: str) -> int:
-        async with self._pool.connection() as conn, conn.transaction():
+        async def work(conn: AsyncConnection[Any]) -> int:
             await self._thread_on(conn, thread_id, lock=True)  # its runs' savers wait
             cursor = await conn.execute(self._q["thread_run_ids"], (thread_id,))
             runs = [row[0] for row in await cursor.fetchall()]
@@ -381,23 +401,29 @@ class PostgresThreads(PortalThreadKeeping):
             await conn.execute(self._q["drop_queue"], (thread_id,))
             return int(row[0]) if row is not None else 0
 
+        return await self._db.run(work)
+
     async def _expired_threads(
         self, now: dt.datetime, idle_before: dt.datetime | None
     ) -> builtins.list[str]:
-        async with self._pool.connection() as conn:
+        async def work(conn: AsyncConnection[Any]) -> builtins.list[str]:
             cursor = await conn.execute(self._q["expired"], (now, idle_before, idle_before))
             return [row[0] for row in await cursor.fetchall()]
 
+        return await self._db.run(work, transaction=False)
+
     async def _thread_bytes(self, thread_id: str) -> int:
-        async with self._pool.connection() as conn:
+        async def work(conn: AsyncConnection[Any]) -> int:
             cursor = await conn.execute(self._q["thread_bytes"], (thread_id,))
             row = await cursor.fetchone()
             return int(row[0]) if row is not None else 0
 
+        return await self._db.run(work, transaction=False)
+
     async def _enqueue(
         self, thread_id: str, ticket: str, until: dt.datetime, now: dt.datetime
     ) -> int:
-        async with self._pool.connection() as conn, conn.transaction():
+        async def work(conn: AsyncConnection[Any]) -> int:
             await self._lock_queue(conn, thread_id)
             # A renewed ticket keeps its place (and its pos).
             cursor = await conn.execute(self._q["enqueue"], (thread_id, ticket, until))
@@ -408,22 +434,30 @@ class PostgresThreads(PortalThreadKeeping):
             ahead = await cursor.fetchone()
             return int(ahead[0]) if ahead is not None else 0
 
+        return await self._db.run(work)
+
     async def _dequeue(self, thread_id: str, ticket: str) -> None:
-        async with self._pool.connection() as conn, conn.transaction():
+        async def work(conn: AsyncConnection[Any]) -> None:
             await self._lock_queue(conn, thread_id)
             await conn.execute(self._q["dequeue"], (thread_id, ticket))
 
+        return await self._db.run(work)
+
     async def _append_events(self, run_id: str, events: builtins.list[bytes]) -> int:
-        async with self._pool.connection() as conn, conn.transaction():
+        async def work(conn: AsyncConnection[Any]) -> int:
             cursor = await conn.execute(self._q["lock_run"], (run_id,))  # saves of the run wait
             if await cursor.fetchone() is None or not events:
                 return 0  # a run with no checkpoint here
             return await self._insert_events(conn, run_id, events)
 
+        return await self._db.run(work, replayable=False)
+
     async def _read_events(
         self, run_id: str, after: int, limit: int | None
     ) -> builtins.list[StoredEvent]:
-        async with self._pool.connection() as conn:
+        async def work(conn: AsyncConnection[Any]) -> builtins.list[Any]:
             cursor = await conn.execute(self._q["events"], (run_id, after, limit))
-            rows = await cursor.fetchall()
+            return await cursor.fetchall()
+
+        rows = await self._db.run(work, transaction=False)
         return unpacked(rows, run_id, after, limit, f"table {self.schema}.events")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from selectgraph import StoreError, StoreUnavailable
 from selectgraph.persistence import Checkpoint, PostgresCheckpointStore
-from selectgraph.persistence._postgres import SCHEMA_VERSION
+from selectgraph.persistence._postgres import DEFAULT_TIMEOUT, SCHEMA_VERSION
 from tests.persistence.conftest import POSTGRES_URL, drop_schema, postgres_or_skip
 
 
@@ -53,7 +55,7 @@ def test_a_connection_the_server_dropped_is_replaced(schema: str) -> None:
         store.save(cp(1), expected_version=0)
         assert terminate_pool_connections(name) == 2
         second = cp(2)
-        store.save(second, expected_version=1)  # the pool checks, finds them dead, reconnects
+        store.save(second, expected_version=1)  # fails on a dead connection, retried on a new one
         assert store.head("run") == second
         assert asyncio.run(store.ahead("run")) == second
     finally:
@@ -81,7 +83,7 @@ def test_migrations_run_once_and_newer_schemas_are_refused(schema: str) -> None:
         rows = conn.execute(query).fetchall()
         assert rows == [(version,) for version in range(1, SCHEMA_VERSION + 1)]
         conn.execute(sql.SQL("INSERT INTO {} VALUES (%s)").format(table), (SCHEMA_VERSION + 1,))
-    with pytest.raises(RuntimeError, match="upgrade selectgraph"):
+    with pytest.raises(StoreError, match=rf"{schema}.*version {SCHEMA_VERSION + 1}.*upgrade"):
         PostgresCheckpointStore(POSTGRES_URL, schema=schema)
 
 
@@ -91,8 +93,12 @@ def test_bad_arguments() -> None:
 
 
 def test_no_server_fails_fast(refusing_port: int) -> None:
-    import psycopg_pool
-
     url = f"postgresql://postgres@127.0.0.1:{refusing_port}/test"
-    with pytest.raises(psycopg_pool.PoolTimeout):
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{refusing_port}.*0.5 s"):
         PostgresCheckpointStore(url, timeout=0.5)
+    assert time.monotonic() - started < 3
+
+
+def test_the_default_timeout_is_shorter_than_libpq_and_pool_defaults() -> None:
+    assert DEFAULT_TIMEOUT == 10.0
