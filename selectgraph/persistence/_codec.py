@@ -210,6 +210,10 @@ def _unseal(raw: bytes, salt: str, fail: Any) -> tuple[bytes, bool]:
     return document, True
 
 
+_MISSING: Final = (
+    "the record has no checksum, but the store wrote it with one: it was changed "
+    "behind the store's back; restore it from a backup or delete the run"
+)
 _MISMATCH: Final = (
     "the record does not match its checksum: it was corrupted, or moved from another "
     "run or checkpoint; restore it from a backup or delete the run"
@@ -320,7 +324,12 @@ def encode_body(checkpoint: Checkpoint) -> bytes:
 
 
 def decode_body(
-    raw: bytes, header: Mapping[str, Any], *, location: str = "", run_id: str = ""
+    raw: bytes,
+    header: Mapping[str, Any],
+    *,
+    location: str = "",
+    run_id: str = "",
+    sealed: bool = False,
 ) -> dict[str, Any]:
     """The payload fields :func:`encode_body` wrote, checked against its checksum and ``header``.
 
@@ -330,8 +339,9 @@ def decode_body(
             checksum binds the body to them.
         location: Where the bytes came from, named in errors.
         run_id: The run they were read for, named in errors.
+        sealed: The store wrote this row with a checksum: refuse one without.
 
-    A body written before checksums (no ``c`` marker) is read unchecked.
+    A body written before checksums (no ``c`` marker) is read unchecked, unless ``sealed``.
 
     Raises:
         CheckpointDecodeError: the bytes are not a well-formed body, or not this row's.
@@ -345,6 +355,8 @@ def decode_body(
         ):
             raise fail("<checksum>", _MISMATCH)
         raw = inner
+    elif sealed:
+        raise fail("<checksum>", _MISSING)
     elif raw[:1] and raw[0] not in _LEGACY_MARKERS:
         raise fail("<record>", f"unknown body marker {raw[:1]!r}")
     if raw[:1] == _ZLIB:
@@ -365,6 +377,7 @@ def decode_row(
     *,
     location: str = "",
     run_id: str = "",
+    sealed: bool = False,
 ) -> Checkpoint:
     """A checkpoint from a row store's header fields and stored body (:func:`decode_body`).
 
@@ -378,7 +391,7 @@ def decode_row(
     if not isinstance(raw, bytes | bytearray | memoryview):
         raw = str(raw).encode("utf-8", "surrogatepass")
     checkpoint_id = str(header.get("checkpoint_id"))
-    fields = decode_body(bytes(raw), header, location=location, run_id=run_id)
+    fields = decode_body(bytes(raw), header, location=location, run_id=run_id, sealed=sealed)
     if writes:
         fields["pending_writes"] = {**fields["pending_writes"], **writes}
     checkpoint = build_checkpoint(header, fields, checkpoint_id, location=location)
@@ -396,7 +409,8 @@ def check_run(checkpoint: Checkpoint, run_id: str, location: str = "") -> None:
         raise CheckpointDecodeError(
             checkpoint.checkpoint_id,
             "run_id",
-            f"a checkpoint of run {checkpoint.run_id!r} stored with run {run_id!r}'s",
+            f"it is a checkpoint of run {checkpoint.run_id!r}, stored as one of run "
+            f"{run_id!r} (copied or moved from the other run)",
             location=location,
             run_id=run_id,
         )
@@ -568,11 +582,18 @@ def writes_json(writes: Sequence[Any], checkpoint_id: str, task_id: str) -> byte
 
 
 def decode_writes(
-    raw: Any, checkpoint_id: str, task_id: str, *, location: str = "", run_id: str = ""
+    raw: Any,
+    checkpoint_id: str,
+    task_id: str,
+    *,
+    location: str = "",
+    run_id: str = "",
+    sealed: bool = False,
 ) -> list[Any]:
     """The writes :func:`encode_writes` stored, checked against their checksum.
 
-    Writes stored before checksums (a bare JSON list) are read unchecked.
+    Writes stored before checksums (a bare JSON list) are read unchecked, unless
+    ``sealed`` (the store wrote them with one).
 
     Raises:
         CheckpointDecodeError: they are not a stored JSON list, or not this task's.
@@ -587,6 +608,8 @@ def decode_writes(
         if len(raw) < 5 or zlib.crc32(raw[5:], salt) != int.from_bytes(raw[1:5], "big"):
             raise fail(path, _MISMATCH)
         raw = raw[5:]
+    elif sealed:
+        raise fail(path, _MISSING)
     writes = load_json(raw, fail, path)
     if type(writes) is not list:
         raise fail(path, f"expected a list, got {brief(writes)}")

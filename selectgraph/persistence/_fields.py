@@ -201,18 +201,6 @@ def _check_output(output: Any, fail: Fail, at: str) -> None:
                 _need(type(item) is str, fail, f"{at}.writes.{name}[{i}]", "a key", item)
         for i, message in enumerate(writes.get("messages", ())):
             _check_str_keys(message, fail, f"{at}.writes.messages[{i}]", "a message (an object)")
-        _check_history(writes.get("history", []), fail, f"{at}.writes.history")
-
-
-def _check_history(history: list[Any], fail: Fail, path: str) -> None:
-    for i, entry in enumerate(history):
-        _need(
-            type(entry) is list and len(entry) == 2 and type(entry[0]) is str,
-            fail,
-            f"{path}[{i}]",
-            "[node, result]",
-            entry,
-        )
 
 
 def _check_pending_writes(pending: dict[str, Any], fail: Fail) -> None:
@@ -235,7 +223,6 @@ def _check_pending_writes(pending: dict[str, Any], fail: Fail) -> None:
             for name in ("history", "errors"):
                 value = record.get(name, [])
                 _need(type(value) is list, fail, f"{at}.{name}", "a list", value)
-            _check_history(record.get("history", []), fail, f"{at}.history")
             _need(
                 _is_int(record.get("index", 0)), fail, f"{at}.index", "an int", record.get("index")
             )
@@ -269,7 +256,6 @@ def check_state(state: Any, fail: Fail, path: str = "values") -> None:
     for name in _STATE_LISTS:
         if name in state:
             _need(type(state[name]) is list, fail, f"{path}.{name}", "a list", state[name])
-    _check_history(state.get("history", []), fail, f"{path}.history")
 
 
 def check_run_state(state: Any, checkpoint_id: str, run_id: str) -> None:

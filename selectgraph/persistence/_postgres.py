@@ -80,6 +80,9 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
         ),
     ),
     (2, THREAD_TABLES),
+    # Bodies and writes carry a CRC-32 from here on (see _codec.py): the checkpoints
+    # stored before are listed, and only they are read unchecked.
+    (3, ("CREATE TABLE {schema}.unsealed AS SELECT checkpoint_id FROM {schema}.checkpoints",)),
 )
 """Schema changes in order; the schema records the last one applied in ``schema_version``."""
 
@@ -270,7 +273,21 @@ class PostgresCheckpointStore(PostgresThreads):
 
     # -- rows ------------------------------------------------------------------
 
-    def _checkpoint(self, row: Sequence[Any], writes: dict[str, builtins.list[Any]]) -> Checkpoint:
+    _unsealed: frozenset[str] | None = None
+    """Checkpoints stored before checksums (read unchecked); loaded on first read."""
+
+    async def _load_unsealed(self, conn: AsyncConnection[Any]) -> frozenset[str]:
+        if self._unsealed is None:
+            cursor = await conn.execute(f"SELECT checkpoint_id FROM {self._schema_sql}.unsealed")
+            self._unsealed = frozenset(row[0] for row in await cursor.fetchall())
+        return self._unsealed
+
+    def _checkpoint(
+        self,
+        row: Sequence[Any],
+        writes: dict[str, builtins.list[Any]],
+        unsealed: frozenset[str] = frozenset(),
+    ) -> Checkpoint:
         run_id, checkpoint_id, parent_id, version, step, kind, created_at, body = row
         location = f"table {self.schema}.checkpoints"
         header = {
@@ -282,26 +299,39 @@ class PostgresCheckpointStore(PostgresThreads):
             "kind": _KIND_NAMES.get(kind, kind),
             "created_at": created_at,
         }
-        return decode_row(header, body, writes, location=location, run_id=str(run_id))
+        return decode_row(
+            header,
+            body,
+            writes,
+            location=location,
+            run_id=str(run_id),
+            sealed=checkpoint_id not in unsealed,
+        )
 
     async def _rows(
         self, conn: AsyncConnection[Any], rows: builtins.list[Any]
     ) -> builtins.list[Checkpoint]:
         writes: dict[str, dict[str, builtins.list[Any]]] = {}
+        unsealed = await self._load_unsealed(conn) if rows else frozenset()
         if rows:
             cursor = await conn.execute(self._q["writes"], ([row[1] for row in rows],))
             for checkpoint_id, task_id, body in await cursor.fetchall():
                 writes.setdefault(checkpoint_id, {})[task_id] = decode_writes(
-                    body, checkpoint_id, task_id, location=f"table {self.schema}.writes"
+                    body,
+                    checkpoint_id,
+                    task_id,
+                    location=f"table {self.schema}.writes",
+                    sealed=checkpoint_id not in unsealed,
                 )
-        return [self._checkpoint(row, writes.get(row[1], {})) for row in rows]
+        return [self._checkpoint(row, writes.get(row[1], {}), unsealed) for row in rows]
 
     async def _chain_on(self, conn: AsyncConnection[Any], checkpoint_id: str) -> dict[str, Any]:
         cursor = await conn.execute(self._q["chain"], (checkpoint_id,))
         rows = await cursor.fetchall()
         if not rows:
             raise CheckpointNotFound(checkpoint_id)
-        return materialize([self._checkpoint(row, {}) for row in rows], owned=True)
+        unsealed = await self._load_unsealed(conn)
+        return materialize([self._checkpoint(row, {}, unsealed) for row in rows], owned=True)
 
     async def _cursor(
         self, conn: AsyncConnection[Any], run_id: str, checkpoint_id: str | None
@@ -454,7 +484,8 @@ class PostgresCheckpointStore(PostgresThreads):
             )
             states: dict[str, dict[str, Any]] = {}
             # As stored: the writes table's rows stay where they are.
-            for child in [self._checkpoint(row, {}) for row in await cursor.fetchall()]:
+            unsealed = await self._load_unsealed(conn)
+            for child in [self._checkpoint(row, {}, unsealed) for row in await cursor.fetchall()]:
                 needed = [child.checkpoint_id]
                 if deleted.parent_id is not None:
                     needed.append(deleted.parent_id)

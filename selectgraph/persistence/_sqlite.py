@@ -84,9 +84,16 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
         ),
     ),
     (2, THREAD_TABLES),
-    # Bodies and writes carry a CRC-32 from here on (see _codec.py). Nothing to change
-    # in the tables: the version only tells an older selectgraph not to read them.
-    (3, ()),
+    # Bodies and writes carry a CRC-32 from here on (see _codec.py). Rows written
+    # before (ids below sealed_from.id) are read unchecked; every later one must
+    # have its checksum. The version also tells an older selectgraph not to read them.
+    (
+        3,
+        (
+            "CREATE TABLE sealed_from (id INTEGER NOT NULL)",
+            "INSERT INTO sealed_from SELECT coalesce(max(id), 0) + 1 FROM checkpoints",
+        ),
+    ),
 )
 """Schema changes in order; a database records the last one applied in ``schema_version``."""
 
@@ -255,6 +262,8 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                     for statement in statements:
                         conn.execute(statement)
                     conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+            (sealed_from,) = conn.execute("SELECT min(id) FROM sealed_from").fetchone()
+            self._sealed_from = sealed_from if type(sealed_from) is int else 1
 
     # -- rows ------------------------------------------------------------------
 
@@ -276,7 +285,14 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             ),
         }
         location = f"{self.path} checkpoints row {row_id}"
-        return decode_row(header, body, writes, location=location, run_id=str(run_id))
+        return decode_row(
+            header,
+            body,
+            writes,
+            location=location,
+            run_id=str(run_id),
+            sealed=type(row_id) is not int or row_id >= self._sealed_from,
+        )
 
     def _rows(
         self, conn: sqlite3.Connection, rows: builtins.list[Any]
@@ -296,6 +312,7 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                         str(task_id),
                         location=f"{self.path} writes",
                         run_id=str(ids[row_id][2]),
+                        sealed=row_id >= self._sealed_from,
                     )
         return [self._checkpoint(row, found.get(row[0], {})) for row in rows]
 

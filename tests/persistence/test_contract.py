@@ -685,7 +685,8 @@ def test_a_corrupt_record_raises_decode_error_naming_the_checkpoint(
     with pytest.raises(CheckpointDecodeError) as caught:
         harness.store.load(victim)
     assert caught.value.checkpoint_id == victim
-    assert caught.value.path == path
+    # The SQL stores know each row they wrote has a checksum: bytes without one fail it.
+    assert caught.value.path == ("<checksum>" if harness.kind in ("sqlite", "postgres") else path)
     assert victim in str(caught.value)
     with pytest.raises(CheckpointDecodeError):
         harness.store.list("r")

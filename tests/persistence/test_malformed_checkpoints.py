@@ -186,9 +186,21 @@ def test_a_writes_row_stored_as_text_is_read_or_refused_typed(tmp_path: Path) ->
         head = store.head("r1")
         assert head is not None
         store.put_writes("r1", head.checkpoint_id, "t", [1])
-        with sqlite3.connect(tmp_path / "c.db") as conn:
-            conn.execute("UPDATE writes SET body = CAST('[1, 2]' AS TEXT)")
-        # Text written behind the store's back (no checksum: read as an older row)...
+    finally:
+        store.close()
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        conn.execute("UPDATE writes SET body = CAST('[1, 2]' AS TEXT)")
+    store = SQLiteCheckpointStore(tmp_path / "c.db")
+    try:
+        # Text where the store wrote a checksummed blob: refused...
+        with pytest.raises(CheckpointDecodeError, match="no checksum"):
+            store.load(head.checkpoint_id)
+    finally:
+        store.close()
+    _unsealed(tmp_path / "c.db")
+    store = SQLiteCheckpointStore(tmp_path / "c.db")
+    try:
+        # ...and in a row from before checksums, read as text.
         assert store.load(head.checkpoint_id).pending_writes["t"] == [1, 2]
         with sqlite3.connect(tmp_path / "c.db") as conn:
             conn.execute("UPDATE writes SET body = CAST('[1, ' AS TEXT)")
@@ -209,18 +221,48 @@ def test_a_file_store_id_entry_that_is_not_utf8_is_a_decode_error(tmp_path: Path
         store.load(head.checkpoint_id)
 
 
+def _unsealed(path: Path) -> None:
+    """Make every row of a SQLite store one written before checksums (read unchecked)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE sealed_from SET id = 1000000000")
+
+
+def _as_before_checksums(durable: Any, checkpoint_id: str) -> Any:
+    """The store again, reading ``checkpoint_id`` as a row from before checksums."""
+    if durable.kind == "sqlite":
+        _unsealed(Path(durable.spec["target"]))
+    elif durable.kind == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        from tests.persistence.conftest import POSTGRES_URL
+
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("INSERT INTO {} VALUES (%s)").format(
+                    sql.Identifier(durable.spec["schema"], "unsealed")
+                ),
+                (checkpoint_id,),
+            )
+    return durable.reopen()
+
+
 def _nested(depth: int) -> bytes:
     return b'{"values": ' + b"[" * depth + b"]" * depth + b"}"
 
 
 @pytest.mark.parametrize("depth", [10_000, 200_000])
 def test_deeply_nested_stored_json_is_a_decode_error(durable: Any, depth: int) -> None:
-    """json.loads raises RecursionError on deep nesting: every durable store reports it typed."""
-    store = durable.store
-    interrupt_id = _paused(store)
-    head = store.head("r1")
+    """json.loads raises RecursionError on deep nesting: every durable store reports it typed.
+
+    The row is one from before checksums (a body with a checksum is refused before
+    its JSON is read, unless the checksum is right).
+    """
+    interrupt_id = _paused(durable.store)
+    head = durable.store.head("r1")
     assert head is not None
     durable.corrupt(head.checkpoint_id, _nested(depth))
+    store = _as_before_checksums(durable, head.checkpoint_id)
     graph = _graph()
     for read in (
         lambda: store.load(head.checkpoint_id),

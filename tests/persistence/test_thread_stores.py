@@ -68,7 +68,7 @@ def test_an_sqlite_database_from_before_threads_is_upgraded_in_place(tmp_path: P
     # Back to the previous selectgraph's schema: migration 1 only, its data kept.
     conn = sqlite3.connect(path)
     with conn:
-        for table in THREAD_TABLES:
+        for table in (*THREAD_TABLES, "sealed_from"):  # the tables of migrations 2 and 3
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DELETE FROM schema_version WHERE version > 1")
     reference = sqlite3.connect(tmp_path / "v1.db")
@@ -103,7 +103,7 @@ def test_a_postgres_schema_from_before_threads_is_upgraded_in_place() -> None:
             old = plain("old", 1)
             store.save(old, expected_version=0)
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            for table in THREAD_TABLES:
+            for table in (*THREAD_TABLES, "unsealed"):  # the tables of migrations 2 and 3
                 conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, table)))
             conn.execute(
                 sql.SQL("DELETE FROM {} WHERE version > 1").format(
