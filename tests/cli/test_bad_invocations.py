@@ -118,11 +118,18 @@ ROWS: dict[str, Row] = {
         "run 'bad' cannot be read",
     ),
     "store: runs list --limit past the store's ints": Row(
-        ("runs", "list", "--store", "memory:", "--limit", "99999999999999999999"),
+        ("runs", "list", "--store", "sqlite:///{tmp}/runs.db", "--limit", "99999999999999999999"),
         "Invalid value for '--limit'",
     ),
     "store: threads list --limit past the store's ints": Row(
-        ("threads", "list", "--store", "memory:", "--limit", "99999999999999999999"),
+        (
+            "threads",
+            "list",
+            "--store",
+            "sqlite:///{tmp}/runs.db",
+            "--limit",
+            "99999999999999999999",
+        ),
         "--limit must be from 1 to 10,000",
     ),
 }
