@@ -184,7 +184,7 @@ def _decode_usage(raw: Any, path: str) -> Usage | None:
     if raw is None:
         return None
     _expect_type(raw, dict, path, "an object")
-    for key in ("input_tokens", "output_tokens", "calls"):
+    for key in ("input_tokens", "output_tokens", "calls", "unpriced_calls"):
         if key in raw:
             _expect_field(raw, key, path, (int,))
     if "cost_usd" in raw:
