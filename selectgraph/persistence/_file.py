@@ -104,8 +104,10 @@ class FileCheckpointStore(FileThreads, BlockingStore):
             raw = path.read_bytes()
         except FileNotFoundError:
             # A new store, or one made before the format was recorded (its records
-            # carry no checksums; they load as they are).
-            write_atomic(path, b'{"format":%d}' % FORMAT)
+            # carry no checksums; they load as they are). A directory this process
+            # may only read stays unmarked: the marker is only for newer versions.
+            with contextlib.suppress(OSError):
+                write_atomic(path, b'{"format":%d}' % FORMAT)
             return
         try:
             found = json.loads(raw)["format"]

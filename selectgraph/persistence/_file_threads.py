@@ -188,7 +188,7 @@ class FileThreads(ThreadKeeping):
             seqs = json.loads((thread_dir / "by_run" / key(run_id)).read_bytes())
         except FileNotFoundError:
             return []
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise CheckpointDecodeError(
                 "<thread run>",
                 "by_run",
@@ -225,7 +225,7 @@ class FileThreads(ThreadKeeping):
             return [(str(ticket), dt.datetime.fromisoformat(until)) for ticket, until in entries]
         except FileNotFoundError:
             return []
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             raise CheckpointDecodeError(
                 "<queue>", "queue", f"malformed queue: {exc}", location=str(path)
             ) from exc

@@ -152,13 +152,21 @@ def thread_to_json(thread: Thread) -> bytes:
     ).encode()
 
 
+def _loads(raw: bytes) -> Any:
+    """``json.loads``, with nesting too deep for it a ValueError like any other bad JSON."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def thread_from_json(raw: bytes) -> Thread:
     """A thread :func:`thread_to_json` wrote.
 
     Raises:
         ValueError, KeyError, TypeError: it is not such a record.
     """
-    record = json.loads(raw)
+    record = _loads(raw)
     created, changed = _parse_time(record["created_at"]), _parse_time(record["updated_at"])
     if created is None or changed is None or type(record["metadata"]) is not dict:
         raise ValueError("a thread record needs created_at, updated_at and metadata")
@@ -197,7 +205,7 @@ def thread_run_from_json(raw: bytes) -> ThreadRun:
     Raises:
         ValueError, KeyError, TypeError: it is not such a record.
     """
-    record = json.loads(raw)
+    record = _loads(raw)
     created = _parse_time(record["created_at"])
     if created is None:
         raise ValueError("a thread run record needs created_at")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from selectgraph import StoreError
 from selectgraph.persistence import (
     Checkpoint,
     CheckpointDecodeError,
@@ -203,3 +204,29 @@ def test_runs_refuses_a_record_of_another_run(tmp_path: Path) -> None:
     (store._run_dir("run") / f"{1:012d}.json").write_bytes(b"{oops")
     with pytest.raises(CheckpointDecodeError, match="not valid stored JSON"):
         store.runs()
+
+
+def test_a_directory_a_newer_selectgraph_wrote_is_a_store_error(tmp_path: Path) -> None:
+    FileCheckpointStore(tmp_path)
+    assert json.loads((tmp_path / "FORMAT").read_bytes()) == {"format": 1}
+    (tmp_path / "FORMAT").write_bytes(b'{"format": 2}')
+    with pytest.raises(StoreError, match="upgrade selectgraph") as caught:
+        FileCheckpointStore(tmp_path)
+    assert str(tmp_path) in str(caught.value)
+    (tmp_path / "FORMAT").write_bytes(b"\xff not json")
+    with pytest.raises(StoreError, match="format None"):
+        FileCheckpointStore(tmp_path)
+
+
+def test_a_file_named_as_the_directory_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "notadir").write_text("x")
+    with pytest.raises(StoreError, match="is a file"):
+        FileCheckpointStore(tmp_path / "notadir")
+
+
+def test_a_directory_from_before_the_format_file_is_marked_and_read(tmp_path: Path) -> None:
+    store = FileCheckpointStore(tmp_path)
+    store.save(cp(1), expected_version=0)
+    (tmp_path / "FORMAT").unlink()
+    assert FileCheckpointStore(tmp_path).load("c1") == cp(1)
+    assert (tmp_path / "FORMAT").exists()
