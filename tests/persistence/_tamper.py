@@ -15,8 +15,12 @@ store, and sorts the outcome:
 
 Changes that only remove or roll back whole records (deleting a row, renaming a
 run, moving HEAD back) are not made: a checksum of each record cannot see a
-record that is gone. Every trial comes from ``random.Random(seed)``, and a bad
-outcome is reported with its seed and a description of the change, so
+record that is gone. The SQL schemas' foreign keys are on, as in the stores, so a
+row cannot be pointed at a run or checkpoint that does not exist (that too would
+be a row gone); pointed at another one that does exist, it is a trial.
+
+Every trial comes from ``random.Random(seed)``, and a bad outcome is reported
+with its seed and a description of the change, so
 ``python -m tests.persistence._tamper --store sqlite --seed 7 --trials 1`` replays it.
 """
 
@@ -234,6 +238,9 @@ class RowTarget:
     def _conn(self) -> Iterator[Any]:
         if self.kind == "sqlite":
             conn = sqlite3.connect(self.path, isolation_level=None)
+            # As the store's own connection does: a row pointed at no run or no
+            # checkpoint is refused by the schema (it would be a row deleted).
+            conn.execute("PRAGMA foreign_keys=ON")
             try:
                 yield conn
             finally:
