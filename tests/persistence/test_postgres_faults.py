@@ -72,11 +72,14 @@ def target() -> Iterator[Target]:
     drop_schema(made.schema)
 
 
-def sabotage(schema: str, *, every: int) -> None:
-    """Make the store's backends kill themselves on every ``every``-th write of a save.
+def sabotage(
+    schema: str, *, every: int, table: str = "checkpoints", at_commit_only: bool = False
+) -> None:
+    """Make the store's backends kill themselves on every ``every``-th write of ``table``.
 
-    Three triggers share one counter: a checkpoint's INSERT, the head's UPDATE, and
+    Three triggers share one counter: a row's INSERT, the run head's UPDATE, and
     (a deferred constraint trigger) the COMMIT, so a save dies at each of the three.
+    With ``at_commit_only`` just the last.
     """
     import psycopg
     from psycopg import sql
@@ -90,18 +93,21 @@ def sabotage(schema: str, *, every: int) -> None:
             END IF;
             RETURN NEW;
         END $$""",
-        "CREATE TRIGGER fault_insert BEFORE INSERT ON {s}.checkpoints "
-        "FOR EACH ROW EXECUTE FUNCTION {s}.fault()",
-        "CREATE TRIGGER fault_update BEFORE UPDATE ON {s}.runs "
-        "FOR EACH ROW EXECUTE FUNCTION {s}.fault()",
-        "CREATE CONSTRAINT TRIGGER fault_commit AFTER INSERT ON {s}.checkpoints "
+        "CREATE CONSTRAINT TRIGGER fault_commit AFTER INSERT OR UPDATE ON {s}.{t} "
         "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {s}.fault()",
     ]
+    if not at_commit_only:
+        statements += [
+            "CREATE TRIGGER fault_insert BEFORE INSERT ON {s}.{t} "
+            "FOR EACH ROW EXECUTE FUNCTION {s}.fault()",
+            "CREATE TRIGGER fault_update BEFORE UPDATE ON {s}.runs "
+            "FOR EACH ROW EXECUTE FUNCTION {s}.fault()",
+        ]
     quoted = sql.Identifier(schema).as_string(None)
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         for statement in statements:
-            text = statement.replace("{s}", quoted).replace("{every}", str(every))
-            conn.execute(text.encode())
+            text = statement.replace("{s}", quoted).replace("{t}", table)
+            conn.execute(text.replace("{every}", str(every)).encode())
 
 
 def loop_graph(pause: float = 0.0, hook: Callable[[int], None] | None = None) -> Any:
@@ -184,6 +190,38 @@ def test_a_retried_save_that_had_committed_is_success(target: Target) -> None:
         # What a retry sees when the first attempt committed but its answer was lost.
         store.save(first, expected_version=0)
         assert [cp.checkpoint_id for cp in store.list("r")] == ["c1"]
+
+
+def test_a_save_that_dies_every_time_raises_store_unavailable(target: Target) -> None:
+    with target.store(timeout=1.0) as store:
+        sabotage(target.schema, every=1)
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match=r"did not answer for 1 s.*AdminShutdown"):
+            store.save(cp("c1", 1), expected_version=0)
+        assert time.monotonic() - started < 3
+        assert store.head("r") is None  # nothing half-written
+
+
+def test_a_claim_whose_commit_went_unanswered_is_not_run_again(target: Target) -> None:
+    with target.store() as store:
+        sabotage(target.schema, every=1, table="threads", at_commit_only=True)
+        with pytest.raises(StoreUnavailable, match="during COMMIT"):
+            store.claim_thread("t", "run-1")
+        assert store._db.retries == 0
+
+
+def test_only_connection_failures_count_as_lost() -> None:
+    import psycopg
+    from psycopg_pool import PoolClosed, PoolTimeout
+
+    from selectgraph.persistence._postgres_retry import connection_lost
+
+    assert connection_lost(psycopg.errors.AdminShutdown())
+    assert connection_lost(PoolTimeout())
+    assert not connection_lost(PoolClosed())
+    assert not connection_lost(psycopg.errors.UniqueViolation())
+    assert not connection_lost(psycopg.errors.QueryCanceled())
+    assert not connection_lost(ValueError())
 
 
 class Proxy:
