@@ -21,6 +21,7 @@ from any event loop and from sync code alike. Install the ``postgres`` extra:
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Self
@@ -143,6 +144,21 @@ _QUERIES: Final = {
 }
 
 
+async def _why_not(url: str) -> str:
+    """Why a connection to ``url`` fails, in a line; the pool only logs its attempts."""
+    from psycopg import AsyncConnection
+
+    try:
+        async with asyncio.timeout(2.0):
+            conn = await AsyncConnection.connect(url, connect_timeout=2)
+    except TimeoutError:
+        return "no answer"
+    except Exception as exc:  # any failure is a reason to report, none is raised
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    await conn.close()
+    return "it answers now"
+
+
 class PostgresCheckpointStore(PostgresThreads):
     """Checkpoints in a PostgreSQL database: durable, shared, one writer per run.
 
@@ -222,7 +238,7 @@ class PostgresCheckpointStore(PostgresThreads):
         where += str(settings.get("port", 5432))
         self._db = Database(self._pool, timeout=timeout, where=where)
         try:
-            self._portal.call(self._open(timeout))
+            self._portal.call(self._open(url, timeout))
         except BaseException:
             self._portal.call(self._pool.close())
             self._portal.close()
@@ -231,15 +247,16 @@ class PostgresCheckpointStore(PostgresThreads):
     def __repr__(self) -> str:
         return f"PostgresCheckpointStore(schema={self.schema!r})"
 
-    async def _open(self, timeout: float) -> None:
+    async def _open(self, url: str, timeout: float) -> None:
         from psycopg_pool import PoolTimeout
 
         try:
             await self._pool.open(wait=True, timeout=timeout)
         except PoolTimeout as exc:
             raise StoreUnavailable(
-                f"PostgreSQL store ({self._db.where}) did not answer within {timeout:g} s "
-                "of opening: check the URL and that the server is up, or raise timeout="
+                f"PostgreSQL store ({self._db.where}) could not connect within {timeout:g} s "
+                f"of opening ({await _why_not(url)}): check the URL and that the server is "
+                "up, or raise timeout="
             ) from exc
         await self._db.run(self._migrate)
 
