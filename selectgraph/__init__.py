@@ -132,7 +132,13 @@ from selectgraph.supervisor import (
 
 __version__ = "0.1.0"
 
-from selectgraph.core._errors import StoreError, StoreUnavailable, ThreadBusy, ThreadIdError, ThreadTakenOver
+from selectgraph.core._errors import (
+    StoreError,
+    StoreUnavailable,
+    ThreadBusy,
+    ThreadIdError,
+    ThreadTakenOver,
+)
 from selectgraph.persistence._threads import (
     MultitaskStrategy,
     StoredEvent,

@@ -291,9 +291,11 @@ class CheckpointDecodeError(StateDecodeError):
 
 
 class StoreError(SelectGraphError):
-    """A checkpoint store cannot serve the request: the location is not a store of
-    this kind, its schema is newer than this version of selectgraph, or its
-    database stopped answering. The message names the store and what to do."""
+    """A checkpoint store cannot serve the request; the message names the store and what to do.
+
+    The location is not a store of this kind, its schema is newer than this
+    version of selectgraph, or its database stopped answering.
+    """
 
 
 class StoreUnavailable(StoreError):
