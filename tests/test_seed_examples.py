@@ -82,8 +82,9 @@ def test_the_checkpointing_usage_example_runs_as_written(
     namespace = _agents()
     exec(compile(graph_code + code, "seed-004-checkpointing", "exec"), namespace)
     printed = capsys.readouterr().out.splitlines()
+    # The input checkpoint comes before any node ran; each later one names its node.
     assert printed[:3] == [
-        "Step 0: node=writer, interrupted=False",
+        "Step 0: node=None, interrupted=False",
         "Step 1: node=writer, interrupted=False",
         "Step 2: node=publisher, interrupted=False",
     ]

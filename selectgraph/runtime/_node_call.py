@@ -98,8 +98,17 @@ class NodeCalls(RunState):
                 output.agent_result,
             )
         )
-        self.recorder.finish_node(
-            finished, step, name, visit, duration, "success", attempts, written, self.state
+        # Recorded once the node's edge is resolved (see RunState._held).
+        self._held = (
+            finished,
+            step,
+            name,
+            visit,
+            duration,
+            "success",
+            attempts,
+            written,
+            self.state,
         )
 
     async def _recover(

@@ -8,7 +8,7 @@ from selectgraph.core._run_errors import RoutingError
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.nodes._spec import NodeSpec
 from selectgraph.observe._events import EdgeFired
-from selectgraph.routing._edges import Resolved, aresolve_next, resolve_next
+from selectgraph.routing._edges import Edge, Resolved, aresolve_next, resolve_next
 from selectgraph.routing._parallel import Branches
 from selectgraph.runtime._run_state import RunState
 from selectgraph.state._output import NodeOutput
@@ -23,6 +23,7 @@ class Routing(RunState):
     # ---------------------------------------------------------------- routing
     def _follow(self, source: str, resolved: Resolved) -> str | EndType | Branches:
         target, edge, directive, decision = resolved
+        self._release()
         if directive is not None and (directive.values or directive.assignments):
             # A router's own view writes are whole values (as a node's are): not reduced.
             assigned = directive.assignments
@@ -38,6 +39,19 @@ class Routing(RunState):
             self._fired(source, target, kind, label, reason)
         else:
             self.recorder.record(EdgeFired, self.steps, source, target, kind, label, reason)
+        return target
+
+    def _took(self, source: str, edge: Edge, step: int) -> Any:
+        """Follow a static or simple edge the step loop resolved at ``step``; returns its target."""
+        held = self._held  # RunState._release, inline: this runs at every step
+        if held is not None:
+            self._held = None
+            self.recorder.finish_node(*held)
+        target = edge.target
+        if type(target) is Branches:
+            self._fired(source, target, edge.kind, edge.label)
+        else:
+            self.recorder.record(EdgeFired, step, source, target, edge.kind, edge.label)
         return target
 
     def _fired(

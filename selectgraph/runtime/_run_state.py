@@ -172,6 +172,14 @@ class RunState:
 
     attempts = 1
 
+    _held: tuple[Any, ...] | None = None
+    """The NodeFinished of the node just completed, held until its edge is resolved.
+
+    A routing or edge failure is reported on the node's RunFailed instead, as a
+    node's own failure is (graph-engine §6: one completion per node, carrying
+    the error), so the node never reads as both done and failed.
+    """
+
     _degraded = False
 
     _max_steps_reached = False
@@ -183,6 +191,14 @@ class RunState:
     """Where a branch's walk ends (its join point); never reached by a whole run."""
 
     one_node = False
+
+    def _release(self) -> None:
+        """Record the held NodeFinished: the node's edge resolved, or the walk stopped."""
+        held = self._held
+        if held is not None:
+            self._held = None
+            self.recorder.finish_node(*held)
+
     """A parallel group's branch: run its node and stop, whatever its edges say."""
 
     detect = True

@@ -34,7 +34,13 @@ from selectgraph.core._control import leave as leave_control
 from selectgraph.core._errors import ThreadTakenOver
 from selectgraph.core._interrupts import NodeInterrupt
 from selectgraph.core._result import GraphResult
-from selectgraph.core._run_errors import GraphRunError, ReducerError, StateValidationError
+from selectgraph.core._run_errors import (
+    EdgeError,
+    GraphRunError,
+    ReducerError,
+    RoutingError,
+    StateValidationError,
+)
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.nodes._output import read_output
 from selectgraph.nodes._spec import NodeSpec
@@ -122,6 +128,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
             else:
                 first = target
             stop = await self._steps(first, name)
+            self._release()  # a walk that stopped after a node, before routing from it
             if not top:
                 return stop
             if self.durable is not None:
@@ -247,11 +254,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
                 routes = all_routes[name]
                 if goto is None and ok and (routes.static_success or routes.simple) is not None:
                     edge = routes.static_success or match_simple(name, routes, state)
-                    target = edge.target  # type: ignore[assignment]
-                    if type(target) is Branches:
-                        self._fired(name, target, edge.kind, edge.label)
-                    else:
-                        recorder.record(EdgeFired, step, name, target, edge.kind, edge.label)
+                    target = self._took(name, edge, step)
                 else:
                     target, wrote = await self._route(spec, routes, ok, goto)
                     quiet = quiet and not wrote
@@ -260,8 +263,11 @@ class Walker(FanOuts, Routing, Detection, Stops):
                         quiet, self._last_total = fp.total == self._last_total, fp.total
                     if quiet or self._unchanged:
                         self._stalled(name, stall_threshold, quiet)
-        except BaseException:
+        except BaseException as exc:
             self._where = (name, target)  # where the walk was, for walk()'s handlers
+            if isinstance(exc, RoutingError | EdgeError):
+                self._held = None  # the node's RunFailed is its completion
+            self._release()
             raise
         return "end" if target is END and stop_at is not END else "join"
 
@@ -380,6 +386,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
         name = spec.name
         if goto is not None:
             checked = self._check_goto(spec, goto)
+            self._release()
             self.recorder.record(EdgeFired, self.steps, name, checked, "goto", "")
             return checked, False
         state = self.state
@@ -389,6 +396,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
             resolved = route_with_value(edge, state, self.graph.nodes, view)
             target = resolved[0]
             if type(target) is str and resolved[2] is None:
+                self._release()
                 self.recorder.record(EdgeFired, self.steps, name, target, "router", edge.label, "")
                 return target, False
         elif routes.is_async:

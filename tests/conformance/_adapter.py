@@ -27,7 +27,7 @@ import asyncio
 import copy
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -462,11 +462,17 @@ def build_graph(
     layout: Layout | None = None,
     observers: Sequence[Any] = (),
     harness: Harness | None = None,
+    carried: Iterable[str] = (),
 ) -> AgentGraph:
-    """The AgentGraph a fixture graph block describes (``layout`` learns what was built)."""
+    """The AgentGraph a fixture graph block describes (``layout`` learns what was built).
+
+    ``carried`` are initial-state keys the fixture's schema does not declare:
+    graph-engine state carries them along (020 routes on one), so they become
+    fields of any type.
+    """
     layout = layout if layout is not None else Layout()
     nodes = {n: spec or {} for n, spec in (graph.get("nodes") or {}).items()}
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = dict.fromkeys(carried, (Any, None))
     for node_name, spec in nodes.items():
         if SEPARATOR in node_name:
             raise AdapterError(
@@ -515,10 +521,17 @@ def build_graph(
             layout.roles[(name, node_name)] = "subgraph"
         else:
             result.add_node(node_name, _node_function(node_name, spec, harness))
+    sources = set()
     for edge in graph.get("edges") or []:
+        sources.add(edge.get("from"))
         if edge.get("from") in fan_outs:  # a fan-out node moves on once its instances joined
             edge = {**edge, "from": edge["from"] + SEPARATOR + "join"}
         _add_edge(result, edge)
+    # graph-engine §3 lets a node without an outgoing edge compile (020's unreached
+    # node b); selectgraph refuses a dead end, so the adapter ends the run there.
+    for node_name in graph.get("nodes") or {}:
+        if node_name not in sources:
+            result.add_edge(node_name, END)
     if graph.get("entry") is not None:
         result.set_entry(graph["entry"])
     return result
@@ -536,6 +549,9 @@ def _add_edge(graph: AgentGraph, edge: dict[str, Any]) -> None:
         graph.add_edge(edge["from"], _target(edge["to"]))
         return
     condition = edge["condition"]
+    if "callable" in condition:
+        graph.add_conditional_edge(edge["from"], _callable_condition(condition))
+        return
     unknown = set(condition) - {"if_field", "equals", "then", "else"}
     if unknown:
         raise AdapterError("fixture_directive_unknown", f"condition keys {sorted(unknown)}")
@@ -546,6 +562,32 @@ def _add_edge(graph: AgentGraph, edge: dict[str, Any]) -> None:
         return then if state[field_name] == expected else otherwise
 
     graph.add_conditional_edge(edge["from"], route)
+
+
+def _callable_condition(condition: dict[str, Any]) -> Any:
+    """A fixture's named edge function: ``state_field_read`` or ``edge_raises``."""
+    kind = condition["callable"]
+    if kind == "state_field_read":
+        unknown = set(condition) - {"callable", "field"}
+        field_name = condition["field"]
+
+        def read(state: GraphState) -> Any:
+            return _target(state[field_name])
+
+        route = read
+    elif kind == "edge_raises":
+        unknown = set(condition) - {"callable", "message"}
+        message = condition["message"]
+
+        def raises(state: GraphState) -> Any:
+            raise RuntimeError(message)
+
+        route = raises
+    else:
+        raise AdapterError("fixture_directive_unknown", f"edge callable {kind!r}")
+    if unknown:
+        raise AdapterError("fixture_directive_unknown", f"{kind} keys {sorted(unknown)}")
+    return route
 
 
 def build_case(
@@ -582,8 +624,10 @@ def build_case(
     outer: list[Any] = []
     if harness is not None:
         outer = [harness.snapshots, *targets.get(None, ())]
+    declared_fields = (body.get("state") or {}).get("fields") or {}
+    carried = [k for k in case.get("initial_state") or {} if k not in declared_fields]
     return build_graph(
-        case.get("name", "fixture"), body, built, layout, [*outer, *observers], harness
+        case.get("name", "fixture"), body, built, layout, [*outer, *observers], harness, carried
     )
 
 
@@ -990,6 +1034,17 @@ def _inner(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if "fan_out_index" in e or "branch_name" in e]
 
 
+def _edge_failure_completes(events: list[dict[str, Any]]) -> bool:
+    """Whether routing or edge failures are on completed events, and no completion succeeded."""
+    errors = [e.get("error") for e in events if e["phase"] == "completed" and e.get("error")]
+    completions = [e for e in events if e["phase"] == "completed"]
+    return (
+        bool(errors)
+        and all(error in ("routing_error", "edge_exception") for error in errors)
+        and len(completions) == len(errors)
+    )
+
+
 _INNER: dict[str, Callable[[list[dict[str, Any]], Any], bool]] = {
     "inner_event_count": lambda evs, want: len(_inner(evs)) == want,
     "inner_fan_out_indices_seen": lambda evs, want: (
@@ -1003,6 +1058,10 @@ _INNER: dict[str, Callable[[list[dict[str, Any]], Any], bool]] = {
     ),
     "inner_event_identities_unique": lambda evs, want: (
         (len({_identity(e) for e in _inner(evs)}) == len(_inner(evs))) == want
+    ),
+    "no_events_for_node": lambda evs, node: all(e["node_name"] != node for e in evs),
+    "edge_resolution_failure_in_completed_event": lambda evs, want: (
+        _edge_failure_completes(evs) == want
     ),
     "outermost_events_have_no_branch_name": lambda evs, want: all(
         (mine := [e for e in evs if e["namespace"] == [node]])

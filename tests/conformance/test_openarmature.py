@@ -37,15 +37,7 @@ FIXTURES = (
 if not FIXTURES.is_dir():
     pytest.skip(f"conformance fixtures not found at {FIXTURES}", allow_module_level=True)
 
-_XFAIL: dict[str, tuple[str, type[BaseException]]] = {
-    "020": (
-        "edge conditions given as a callable (state_field_read, edge_raises) are not in the "
-        "adapter; and selectgraph emits the source node's NodeFinished (success) before "
-        "routing, reporting a routing or edge failure only as a RunFailed, where graph-engine "
-        "§6 puts the failure on that node's completed event in place of post_state",
-        AdapterError,
-    ),
-}
+_XFAIL: dict[str, tuple[str, type[BaseException]]] = {}
 """Fixtures expected to fail, why, and what they fail with (strict: a pass is an error).
 
 Every other fixture must pass."""
@@ -480,8 +472,17 @@ _INVARIANTS: dict[str, Callable[[Run, Outcome | None], bool]] = {
 """Fixture-level invariants (conformance-adapter §5.9): name -> check on the runs made."""
 
 
+_EVENT_INVARIANTS = frozenset({"no_events_for_node", "edge_resolution_failure_in_completed_event"})
+"""Fixture-level invariants over the node events every observer saw (020)."""
+
+
 def _check_invariants(run: Run, invariants: dict[str, Any], outcome: Outcome | None) -> None:
     for name, want in invariants.items():
+        if name in _EVENT_INVARIANTS:
+            mark = outcome.mark if outcome is not None else 0
+            seen = _mapped(run, [e for _, e in run.harness.deliveries[mark:]], _ALL_PHASES)
+            assert failed_invariants(seen, {name: want}) == [], f"invariant {name} is not {want}"
+            continue
         check = _INVARIANTS.get(name)
         if check is None:
             raise AdapterError("fixture_directive_unknown", f"invariant {name!r}")
