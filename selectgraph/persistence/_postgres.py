@@ -184,7 +184,8 @@ class PostgresCheckpointStore(PostgresThreads):
         ImportError: psycopg is not installed (the ``postgres`` extra).
         StoreUnavailable: no server answered within ``timeout`` (at open, or later
             from any operation).
-        StoreError: the schema was made by a newer selectgraph.
+        StoreError: ``url`` is not a connection string, or the schema was made by a
+            newer selectgraph.
     """
 
     def __init__(
@@ -197,7 +198,7 @@ class PostgresCheckpointStore(PostgresThreads):
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         try:
-            from psycopg import sql
+            from psycopg import ProgrammingError, sql
             from psycopg.conninfo import conninfo_to_dict
             from psycopg_pool import AsyncConnectionPool
         except ImportError as exc:  # pragma: no cover - the dev extra installs it
@@ -208,7 +209,14 @@ class PostgresCheckpointStore(PostgresThreads):
             raise ValueError(f"schema must be a non-empty string, got {schema!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        settings = conninfo_to_dict(url)
+        try:
+            settings = conninfo_to_dict(url)
+        except (ProgrammingError, TypeError):
+            # Not echoed: a malformed URL may hold a password next to the fault.
+            raise StoreError(
+                "PostgresCheckpointStore: url is not a libpq connection string; expected "
+                "postgresql://user@host:5432/dbname or key=value pairs"
+            ) from None
         self.schema = schema
         """The schema holding the tables."""
         quoted = sql.Identifier(schema).as_string(None)

@@ -102,3 +102,10 @@ def test_no_server_fails_fast(refusing_port: int) -> None:
 
 def test_the_default_timeout_is_shorter_than_libpq_and_pool_defaults() -> None:
     assert DEFAULT_TIMEOUT == 10.0
+
+
+@pytest.mark.parametrize("url", ["postgresql://a b@host/db", "notaurl", "host=h port"])
+def test_a_url_that_is_not_a_connection_string_is_a_store_error(url: str) -> None:
+    with pytest.raises(StoreError, match="not a libpq connection string") as caught:
+        PostgresCheckpointStore(url)
+    assert "a b" not in str(caught.value)  # the URL is not echoed (it may hold a password)
