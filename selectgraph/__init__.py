@@ -15,6 +15,7 @@ from selectgraph.agents import (
     Verdict,
     tool,
 )
+from selectgraph.agents._mcp import MCPServerError, MCPTools
 from selectgraph.core._branch import BranchRef
 from selectgraph.core._control import CancellationToken
 from selectgraph.core._errors import (
@@ -208,6 +209,8 @@ __all__ = [
     "LLMJudge",
     "LoopAction",
     "LoopDetected",
+    "MCPServerError",
+    "MCPTools",
     "MaxStepsAction",
     "MaxStepsExceeded",
     "MergeConflictError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -19,7 +19,7 @@ from selectgraph.agents._judge import Judge, JudgeEscalated, JudgeRequest, as_ju
 from selectgraph.agents._prompts import PromptLayers, output_requirements
 from selectgraph.agents._result import AgentChunk, AgentResult
 from selectgraph.agents._structured import parse_answer
-from selectgraph.agents._tools import Tool
+from selectgraph.agents._tools import RunnableTool, Tool, ToolDefinitionError, Toolset
 from selectgraph.agents._verdict import JudgeDecision, Verdict
 from selectgraph.core._errors import SelectGraphError
 from selectgraph.core._messages import Message, Role, ToolCall
@@ -96,7 +96,7 @@ class Agent:
         config: AgentConfig | None = None,
         *,
         provider: Provider | None = None,
-        tools: Sequence[Tool[Any, Any] | Callable[..., Any]] = (),
+        tools: Sequence[Tool[Any, Any] | Toolset | Callable[..., Any]] = (),
         judge: Judge | Callable[..., Any] | None = None,
         judge_attempts: int = 3,
         name: str | None = None,
@@ -107,7 +107,8 @@ class Agent:
             config: Model and behaviour settings (defaults: the provider's model).
             provider: Who answers (default: LocalProvider offline, or OpenAI/Anthropic
                 when their key is set; see ``SELECTGRAPH_PROVIDER``).
-            tools: Tools or plain typed functions the model may call.
+            tools: Tools or plain typed functions the model may call, and toolsets
+                (``MCPTools``) whose tools are listed when a run starts.
             judge: Reviews each answer: ACCEPT, RETRY with feedback, or ESCALATE.
             judge_attempts: Answers a judge may see before RETRY turns into escalation.
             name: The agent's name (overrides ``config.name``).
@@ -118,7 +119,11 @@ class Agent:
         self.config = config or AgentConfig()
         self.provider: Provider = provider or default_provider()
         self.tools: dict[str, Tool[Any, Any]] = {}
+        self.toolsets: list[Toolset] = []
         for item in tools:
+            if isinstance(item, Toolset):
+                self.toolsets.append(item)
+                continue
             candidate = item if isinstance(item, Tool) else Tool.from_function(item)
             if candidate.name in self.tools:
                 raise ValueError(f"two tools are named {candidate.name!r}; tool names must differ")
@@ -307,7 +312,8 @@ class Agent:
             if schema is not None
             else None
         )
-        specs = tuple(t.spec for t in self.tools.values())
+        available = await self._available_tools()
+        specs = tuple(t.spec for t in available.values())
         tool_rounds = 0
         output_retries = 0
         while True:
@@ -332,7 +338,9 @@ class Agent:
             reply = completion.message.model_copy(update={"name": author})
             turns.add(reply)
             if reply.tool_calls:
-                await self._run_tools(turns, reply.tool_calls, on_chunk, run=not must_answer)
+                await self._run_tools(
+                    turns, reply.tool_calls, available, on_chunk, run=not must_answer
+                )
                 tool_rounds += 1
                 if not must_answer:
                     continue
@@ -365,10 +373,31 @@ class Agent:
             self.provider, request, lambda delta: on_chunk(AgentChunk(delta=delta))
         )
 
+    async def _available_tools(self) -> Mapping[str, RunnableTool]:
+        """The Python tools and the toolsets' tools (listed now; each toolset caches them).
+
+        Raises:
+            ToolDefinitionError: a toolset's tool has the name of another tool.
+        """
+        if not self.toolsets:
+            return self.tools
+        available: dict[str, RunnableTool] = dict(self.tools)
+        for toolset in self.toolsets:
+            for found in await toolset.list_tools():
+                if found.name in available:
+                    raise ToolDefinitionError(
+                        f"agent {self.name!r}: {toolset!r} offers a tool named {found.name!r}, "
+                        "and another tool has that name; give the toolset a prefix=... "
+                        "or exclude=[...] it"
+                    )
+                available[found.name] = found
+        return available
+
     async def _run_tools(
         self,
         turns: _Turns,
         calls: Sequence[ToolCall],
+        available: Mapping[str, RunnableTool],
         on_chunk: ChunkHandler | None,
         *,
         run: bool,
@@ -378,7 +407,7 @@ class Agent:
             for call in calls:
                 on_chunk(AgentChunk(tool_call=call))
         if run:
-            results = await asyncio.gather(*(self._run_tool(call) for call in calls))
+            results = await asyncio.gather(*(self._run_tool(call, available) for call in calls))
         else:
             # Answer every call so the conversation stays well formed for the provider.
             results = [
@@ -395,16 +424,16 @@ class Agent:
             if on_chunk is not None:
                 on_chunk(AgentChunk(tool_result=message))
 
-    async def _run_tool(self, call: ToolCall) -> Message:
+    async def _run_tool(self, call: ToolCall, available: Mapping[str, RunnableTool]) -> Message:
         started = tool_started(call)
-        message = await self._tool_answer(call)
+        message = await self._tool_answer(call, available)
         tool_finished(started, call, message)
         return message
 
-    async def _tool_answer(self, call: ToolCall) -> Message:
-        tool = self.tools.get(call.name)
+    async def _tool_answer(self, call: ToolCall, available: Mapping[str, RunnableTool]) -> Message:
+        tool = available.get(call.name)
         if tool is None:
-            known = ", ".join(self.tools) or "none"
+            known = ", ".join(available) or "none"
             return Message.tool(
                 call.id,
                 f"there is no tool named {call.name!r}; available tools: {known}",

@@ -40,11 +40,13 @@ from typing import (
     Any,
     Generic,
     ParamSpec,
+    Protocol,
     TypeVar,
     get_args,
     get_origin,
     get_type_hints,
     overload,
+    runtime_checkable,
 )
 
 from docstring_parser import Docstring, ParseError, epydoc, google, numpydoc, rest
@@ -58,9 +60,9 @@ from selectgraph.core._messages import Message, ToolCall
 from selectgraph.providers._base import ToolSpec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
-__all__ = ["Tool", "ToolDefinitionError", "tool"]
+__all__ = ["RunnableTool", "Tool", "ToolDefinitionError", "Toolset", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -73,6 +75,40 @@ _MAX_ERROR_CHARS = 2000
 
 class ToolDefinitionError(SelectGraphError):
     """A function cannot be made into a tool; the message names the function and the fix."""
+
+
+class RunnableTool(Protocol):
+    """What an agent runs a model's tool call with: a :class:`Tool`, or a toolset's tool."""
+
+    @property
+    def name(self) -> str:
+        """The name the model calls the tool by."""
+        ...
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool as a model sees it."""
+        ...
+
+    async def execute(self, call: ToolCall) -> Message:
+        """Answer one call; failures come back as an error result, not raised."""
+        ...
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Tools found when a run starts, not when the agent is made (an MCP server's).
+
+    An agent asks for them at the start of each answer; a toolset caches them.
+    """
+
+    async def list_tools(self) -> Sequence[RunnableTool]:
+        """The tools to offer the model now.
+
+        Raises:
+            SelectGraphError: they cannot be listed (the run fails with it).
+        """
+        ...
 
 
 class Tool(Generic[P, R]):
