@@ -136,6 +136,7 @@ _SEAL: Final = b'{"crc":"'
 """How a checksummed JSON record (file and memory stores) starts: ``{"crc":"<8 hex>",...``."""
 _SEAL_LENGTH: Final = len(_SEAL) + 10  # the 8 hex digits, the quote, then ',' or '}'
 _LEGACY_MARKERS: Final = frozenset(b"zdv{")
+_HEX: Final = frozenset(b"0123456789abcdef")
 
 
 def _identity(
@@ -199,10 +200,8 @@ def _unseal(raw: bytes, salt: str, fail: Any) -> tuple[bytes, bool]:
         if raw[_SEAL_LENGTH - 2 :] == b'"}'
         else None
     )
-    try:
-        stored = int(digits, 16) if len(digits) == 8 and digits.isalnum() else None
-    except ValueError:
-        stored = None
+    # Only what _seal writes: eight lowercase hex digits ("A" would parse as "a").
+    stored = int(digits, 16) if len(digits) == 8 and set(digits) <= _HEX else None
     if stored is None or document is None:
         raise fail("<checksum>", "malformed checksum")
     if zlib.crc32(document, zlib.crc32(salt.encode("utf-8", "surrogatepass"))) != stored:
