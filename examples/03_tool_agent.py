@@ -9,7 +9,7 @@ Run: python examples/03_tool_agent.py
 
 from __future__ import annotations
 
-from selectgraph import Agent, AgentConfig, tool
+from selectgraph import Agent, AgentConfig, AgentGraph, tool
 from selectgraph.agents import default_provider
 from selectgraph.providers import CompletionRequest, LocalProvider, LocalReply, Provider
 
@@ -63,6 +63,7 @@ agent = Agent(
     provider=model(),
     tools=[get_weather, compare],
 )
+graph = AgentGraph.chain(agent)  # the agent as a one-node graph, for selectgraph run/studio
 
 if __name__ == "__main__":
     result = agent.run("Is it warmer in Paris or in Oslo right now?")

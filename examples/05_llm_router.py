@@ -56,8 +56,10 @@ def build() -> AgentGraph:
     return graph
 
 
+graph = build()
+
 if __name__ == "__main__":
     for ticket in ("I was charged twice on my last invoice", "The app crashes on login"):
-        result = build().run(ticket)
+        result = graph.run(ticket)
         decision = next(e for e in result.trace if isinstance(e, EdgeFired) and e.kind == "llm")
         print(f"{ticket!r} -> {result.state['handled_by']} ({decision.reason})")

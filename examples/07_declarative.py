@@ -5,8 +5,6 @@ Run: python examples/07_declarative.py
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 from selectgraph import GraphSpec, GraphState
@@ -16,9 +14,9 @@ name: support
 entry: classify
 max_steps: 10
 nodes:
-  classify: {call: "__main__:classify", description: "tag the ticket"}
-  billing:  {call: "__main__:billing", next: END}
-  general:  {call: "__main__:general", next: END}
+  classify: {call: "HERE:classify", description: "tag the ticket"}
+  billing:  {call: "HERE:billing", next: END}
+  general:  {call: "HERE:general", next: END}
 edges:
   - {from: classify, to: billing, condition: "category == 'billing'"}
   - {from: classify, to: general}
@@ -37,9 +35,10 @@ def general(state: GraphState) -> dict[str, Any]:
     return {"answer": "A colleague will get back to you."}
 
 
+# HERE is this module, under whatever name it was imported (__main__ when run as a script).
+graph = GraphSpec.from_yaml(SPEC.replace("HERE", __name__)).build()
+
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
-    graph = GraphSpec.from_yaml(SPEC).build()
     for text in ("Where is my invoice?", "Hello there"):
         result = graph.run({"text": text})
         print(f"{text!r}: {' -> '.join(result.node_order)}: {result.state['answer']}")

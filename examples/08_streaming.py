@@ -10,12 +10,13 @@ import asyncio
 from selectgraph import Agent, AgentConfig, AgentGraph
 from selectgraph.observe import EdgeFired, NodeChunk, NodeFinished, NodeStarted, RunFinished
 
+graph = AgentGraph.chain(
+    Agent(AgentConfig(name="researcher", instructions="List three facts.")),
+    Agent(AgentConfig(name="writer", instructions="Turn the facts into a paragraph.")),
+)
+
 
 async def main() -> None:
-    graph = AgentGraph.chain(
-        Agent(AgentConfig(name="researcher", instructions="List three facts.")),
-        Agent(AgentConfig(name="writer", instructions="Turn the facts into a paragraph.")),
-    )
     async for event in graph.astream("Tell me about octopuses"):
         if isinstance(event, NodeStarted):
             print(f"\n[{event.node}] ", end="", flush=True)

@@ -98,6 +98,11 @@ def build(db: Path) -> AgentGraph:
     return graph
 
 
+# What `selectgraph run/studio examples/09_approval_workflow.py` loads; its work log goes
+# next to a database in the temp folder (the demo below builds its own).
+graph = build(Path(tempfile.gettempdir()) / "selectgraph-approvals.db")
+
+
 def start(db: Path) -> GraphResult:
     """Process 1: run until the review pauses."""
     with SQLiteCheckpointStore(db) as store:

@@ -45,20 +45,28 @@ def report(result: SupervisorResult) -> None:
     print(f"  answer: {str(result.content)[:100]}")
 
 
-def main(strategies: list[SupervisorStrategy]) -> None:
+def supervisor(strategy: SupervisorStrategy) -> SupervisorAgent:
     provider = default_provider()
     split = SPLITS.get(
         provider.name, ModelSplit(planner_model="local-planner", executor_model="local-worker")
     )
+    return SupervisorAgent(
+        agents={"researcher": researcher, "writer": writer, "reviewer": reviewer},
+        provider=provider,
+        strategy=strategy,
+        max_rounds=3,
+        model_split=split,
+    )
+
+
+# What `selectgraph run/studio examples/10_supervisor.py` load: a supervisor loads like a
+# graph (its .graph runs), and text given to it is the task.
+graph = supervisor(SupervisorStrategy.PLAN_AND_EXECUTE)
+
+
+def main(strategies: list[SupervisorStrategy]) -> None:
     for strategy in strategies:
-        supervisor = SupervisorAgent(
-            agents={"researcher": researcher, "writer": writer, "reviewer": reviewer},
-            provider=provider,
-            strategy=strategy,
-            max_rounds=3,
-            model_split=split,
-        )
-        report(supervisor.run("Write a short explainer on why the sky is blue"))
+        report(supervisor(strategy).run("Write a short explainer on why the sky is blue"))
 
 
 if __name__ == "__main__":

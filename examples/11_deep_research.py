@@ -31,6 +31,15 @@ CORPUS = Path(__file__).resolve().parent / "research_corpus"
 QUESTION = "How do grid-scale batteries compare with pumped hydro for long-duration storage?"
 
 
+# What `selectgraph run/studio examples/11_deep_research.py` load: a research app loads
+# like a graph, and text given to it is the question.
+graph = DeepResearch(
+    tools=[LocalCorpusSearch(CORPUS)],
+    budget=ResearchBudget(max_iterations=3, max_seconds=180.0),
+    max_sections=3,
+)
+
+
 async def research(args: argparse.Namespace) -> ResearchResult:
     deep = DeepResearch(
         tools=[LocalCorpusSearch(args.corpus)],

@@ -120,6 +120,7 @@ triage.add_node("approve", approve, next_node="reply")
 triage.add_node(
     "reply", writer, input_transform=ask_writer, output_transform=replied, next_node=END
 )
+graph = triage  # what selectgraph run/studio load (in process, without the DBOS workers)
 
 
 def executor() -> DBOSExecutor:

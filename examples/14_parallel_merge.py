@@ -57,6 +57,8 @@ def build(policy: MergePolicy) -> AgentGraph:
     return graph
 
 
+graph = build(MergePolicy.LAST_WINS)  # what selectgraph run/studio load
+
 if __name__ == "__main__":
     for policy in (MergePolicy.LAST_WINS, MergePolicy.FIRST_WINS):
         result = build(policy).run({})

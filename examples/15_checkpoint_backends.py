@@ -44,6 +44,9 @@ def build() -> AgentGraph:
     return graph
 
 
+graph = build()  # what selectgraph run/studio load
+
+
 def round_trip(name: str, store: CheckpointStore) -> None:
     paused = build().run({"version": "2.1"}, checkpoint_store=store)
     saved = store.list(paused.run_id)

@@ -53,6 +53,7 @@ pipeline.add_node("writer", lambda state: {"article": f"On {state['topic']}: {st
 pipeline.add_edge("planner", "research")
 pipeline.add_edge("research", "writer")
 pipeline.add_edge("writer", END)
+graph = pipeline  # what selectgraph run/studio load
 
 if __name__ == "__main__":
     result = pipeline.run({"topic": "tide pools"})

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from selectgraph import AgentGraph
+from selectgraph.cli._load import load_target
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 EXPECTED = {
@@ -52,3 +55,19 @@ def test_example_runs_offline(script: str) -> None:
 
 def test_every_example_is_checked() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("script", sorted(EXPECTED))
+def test_example_exposes_a_loadable_graph(script: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What `selectgraph run/studio examples/NN_x.py` load: importing only, no model call.
+    monkeypatch.setenv("SELECTGRAPH_PROVIDER", "local")
+    target = load_target(str(EXAMPLES / script))
+
+    assert isinstance(target.graph, AgentGraph)
+    target.graph.compile()  # a graph that could run
+
+
+def test_readme_names_what_every_example_exposes() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+
+    assert [name for name in sorted(EXPECTED) if f"| `{name}` |" not in readme] == []

@@ -80,10 +80,17 @@ app.command("local-server")(local_server)
 @app.command()
 def run(
     graph: GraphArg,
+    text: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[TEXT]",
+            help="Text input: it goes to the graph's input field (or is the user's message).",
+        ),
+    ] = None,
     input: Annotated[
         str | None,
         typer.Option(
-            "--input", "-i", help="JSON (an object: the state's data), @file.json, or a prompt."
+            "--input", "-i", help="JSON (an object: the state's data), @file.json, or text."
         ),
     ] = None,
     store: StoreOpt = None,
@@ -96,8 +103,10 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run GRAPH, showing it live; questions it asks are asked here."""
+    if text is not None and input is not None:
+        fail("give the input once: TEXT or --input, not both")
     target = load(graph, allow)
-    value = parse_input(input)
+    value = text if text is not None else parse_input(input)
     checkpoints = open_checkpoints(store)
     try:
         start_from = target.input(value)

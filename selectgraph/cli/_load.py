@@ -2,7 +2,8 @@
 
 The target is chosen by the person typing the command, so importing the module it
 names is theirs to allow. A spec file is data, though: the modules its references
-import must be allowed with ``--allow`` (nothing is allowed by default).
+import must be allowed with ``--allow`` (nothing is allowed by default); they are
+imported from the working directory first, as ``python -m`` would.
 """
 
 from __future__ import annotations
@@ -10,17 +11,28 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from selectgraph.build._builder import AgentGraph
 from selectgraph.core._errors import GraphSpecError
+from selectgraph.core._state import GraphState
 
-__all__ = ["LoadError", "Target", "load_target"]
+__all__ = [
+    "DEFAULT_ATTRIBUTE",
+    "LoadError",
+    "Target",
+    "input_field_of",
+    "load_target",
+    "text_input",
+]
 
 _SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+DEFAULT_ATTRIBUTE = "graph"
+"""What a bare ``path/to/file.py`` names: its module-level ``graph`` (every example has one)."""
 
 
 class LoadError(Exception):
@@ -38,17 +50,43 @@ class Target:
     """The argument as given."""
 
     def input(self, value: Any) -> Any:
-        """What a run starts from, given the ``--input`` value (the source may shape it)."""
+        """What a run starts from, given the input: text, or a JSON object (the state).
+
+        A source with a ``graph_input`` (a SupervisorAgent's task, a research app's
+        question) shapes it; otherwise text goes to the graph's declared input field
+        (see :func:`input_field_of`), or is the first user message when it has none.
+        """
+        if value is None:
+            return None
         shape = getattr(self.source, "graph_input", None)
-        return shape(value) if callable(shape) and value is not None else value
+        if callable(shape):
+            return shape(value)
+        return text_input(self.graph, value) if isinstance(value, str) else value
+
+
+def input_field_of(graph: AgentGraph) -> str | None:
+    """The state field text input goes to: its state schema's ``input_field`` ClassVar.
+
+    A graph declares it on its Pydantic state schema, e.g. ``input_field: ClassVar[str]
+    = "question"``; None when it declares none (text is then the first user message).
+    """
+    model = graph.compile().schema.model
+    field = getattr(model, "input_field", None) if model is not None else None
+    return field if isinstance(field, str) and field else None
+
+
+def text_input(graph: AgentGraph, text: str) -> Any:
+    """What a run given ``text`` starts from: the user's message, in the input field too."""
+    field = input_field_of(graph)
+    return GraphState.from_prompt(text, data={field: text}) if field else text
 
 
 def load_target(spec: str, *, allow: Sequence[str] = ()) -> Target:
     """Load the graph ``spec`` names.
 
     Args:
-        spec: ``file.yaml`` / ``file.json`` (a GraphSpec), ``package.module:name``, or
-            ``path/to/file.py:name``.
+        spec: ``file.yaml`` / ``file.json`` (a GraphSpec), ``package.module:name``,
+            ``path/to/file.py:name``, or ``path/to/file.py`` (its ``graph``).
         allow: Modules a spec file's references may import.
 
     Raises:
@@ -59,16 +97,19 @@ def load_target(spec: str, *, allow: Sequence[str] = ()) -> Target:
         if not path.is_file():
             raise LoadError(f"{spec}: no such spec file")
         try:
-            graph = AgentGraph.from_spec(path, allowed_modules=list(allow))
+            with _working_directory_importable(bool(allow)):
+                graph = AgentGraph.from_spec(path, allowed_modules=list(allow))
         except GraphSpecError as error:
             hint = "" if allow else " (modules a spec imports must be allowed: --allow MODULE)"
             raise LoadError(f"{spec}: {error}{hint}") from None
         return Target(graph, graph, spec)
     module_part, sep, attribute = spec.rpartition(":")
-    if not sep or not module_part or not attribute:
+    if not sep and spec.endswith(".py"):
+        module_part, attribute = spec, DEFAULT_ATTRIBUTE  # a bare file: its `graph`
+    elif not sep or not module_part or not attribute:
         raise LoadError(
-            f"{spec!r} is neither a spec file (.yaml, .yml, .json) nor module:attribute "
-            "(e.g. myapp.graphs:support or examples/12_studio.py:graph)"
+            f"{spec!r} is neither a spec file (.yaml, .yml, .json), a path/to/file.py nor "
+            "module:attribute (e.g. myapp.graphs:support or examples/12_studio.py:graph)"
         )
     module = _import(module_part)
     source: Any = module
@@ -88,6 +129,25 @@ def load_target(spec: str, *, allow: Sequence[str] = ()) -> Target:
             "with a .graph, like a SupervisorAgent or DeepResearch)"
         )
     return Target(found, source, spec)
+
+
+@contextmanager
+def _working_directory_importable(needed: bool) -> Iterator[None]:
+    """The working directory on the import path while a spec's references are imported.
+
+    Only the ``--allow``ed modules are imported then (the spec refuses any other), so
+    ``--allow nodes`` finds ``./nodes.py`` as ``python -m`` would, and nothing else
+    the command imports later comes from the working directory.
+    """
+    cwd = str(Path.cwd())
+    if not needed or cwd in sys.path:
+        yield
+        return
+    sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        sys.path.remove(cwd)
 
 
 def _import(name: str) -> Any:

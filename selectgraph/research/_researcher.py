@@ -94,12 +94,19 @@ class _Research:
     graph: AgentGraph
     settings: LoopSettings
 
-    def graph_input(self, question: str | None, options: Mapping[str, Any] | None = None) -> Any:
+    def graph_input(
+        self, question: str | Mapping[str, Any] | None, options: Mapping[str, Any] | None = None
+    ) -> Any:
         """The graph input a run of ``question`` starts from.
+
+        ``question`` is the question's text, or a mapping holding it under
+        ``"question"`` (the state, as the command line's and the studio's JSON input).
 
         Raises:
             ValueError: no question, and no checkpointed run to continue.
         """
+        if isinstance(question, Mapping):  # the state: its question is required all the same
+            return {**question, **self.graph_input(question.get("question"))}
         if question is None:
             if options is not None and options.get("checkpoint_store") is not None:
                 return None  # continue a checkpointed run

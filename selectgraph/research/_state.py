@@ -9,7 +9,7 @@ No module-level or context-variable state is shared between loops.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -168,6 +168,8 @@ class IterativeState(BaseModel):
     """The state of one iterative research loop."""
 
     model_config = ConfigDict(extra="allow")
+    input_field: ClassVar[str] = "question"
+    """Where text given to a run goes (``selectgraph run``, the studio)."""
 
     question: str = ""
     """What this loop researches."""
@@ -223,6 +225,8 @@ class DeepState(BaseModel):
     """The state of a deep-research run: outline, sections from the parallel loops, report."""
 
     model_config = ConfigDict(extra="allow")
+    input_field: ClassVar[str] = "question"
+    """Where text given to a run goes (``selectgraph run``, the studio)."""
 
     question: str = ""
     """What the report answers (the run's input)."""

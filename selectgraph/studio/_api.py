@@ -21,6 +21,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from selectgraph.build._builder import AgentGraph
 from selectgraph.compile._mermaid import mermaid_layout
 from selectgraph.core._errors import ThreadIdError
+from selectgraph.core._state import GraphState
 from selectgraph.persistence._threads import check_thread_id
 from selectgraph.studio._runs import RunManager, StudioError
 from selectgraph.studio._threads import ThreadDesk
@@ -60,6 +61,7 @@ class Api:
             {
                 "name": compiled.name,
                 "entry": compiled.entry,
+                "input_field": self._input_field(),
                 "mermaid": layout.text,
                 "ids": layout.ids,
                 "links": [
@@ -79,8 +81,24 @@ class Api:
             return JSONResponse(await asyncio.to_thread(self.manager.listing, limit))
         body = await self._body(request)
         run_id = _run_id(body)
-        run = self.manager.start(body.get("input"), run_id)
+        run = self.manager.start(self._input(body.get("input")), run_id)
         return JSONResponse(run.describe(), status_code=201)
+
+    def _input(self, value: Any) -> Any:
+        """What a run starts from: the command line's convention.
+
+        Text goes to the graph's input field when it declares one (``input_field`` on
+        its state schema) and is the user's message; an object is the state.
+        """
+        field = self._input_field()
+        if field is not None and isinstance(value, str):
+            return GraphState.from_prompt(value, data={field: value})
+        return value
+
+    def _input_field(self) -> str | None:
+        model = self.graph.compile().schema.model
+        field = getattr(model, "input_field", None) if model is not None else None
+        return field if isinstance(field, str) and field else None
 
     async def run(self, request: Request) -> Response:
         run_id = _path_run_id(request)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
 
 from selectgraph import END, AgentGraph, InterruptRequest
 
@@ -58,3 +60,20 @@ def _vote(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
 vote = AgentGraph("vote")
 vote.add_node("vote", _vote, next_node=END)
 """Asks a typed question (a boolean) about each message."""
+
+
+class Asked(BaseModel):
+    """A state whose text input goes to ``question``."""
+
+    input_field: ClassVar[str] = "question"
+    question: str = ""
+    answer: str = ""
+
+
+def _answer(state: Any) -> dict[str, Any]:
+    reply = f"you asked: {state['question']}"
+    return {"answer": reply, "__last_output__": reply}
+
+
+asker = AgentGraph("asker", state_schema=Asked)
+asker.add_node("answer", _answer, next_node=END)

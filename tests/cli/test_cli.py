@@ -144,7 +144,7 @@ def test_a_failing_run_exits_1_with_a_readable_error(tmp_path: Path) -> None:
     [
         (
             ("run", "tests.cli.graphs:nope"),
-            "has no attribute 'nope'; graphs there: approval, chat, failing, vote",
+            "has no attribute 'nope'; graphs there: approval, asker, chat, failing, vote",
         ),
         (("run", "tests.cli.graphs:not_a_graph"), "not_a_graph is a int, not an AgentGraph"),
         (("run", "no_such_module_xyz:graph"), "cannot import 'no_such_module_xyz'"),

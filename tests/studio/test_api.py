@@ -526,3 +526,20 @@ def test_a_store_without_threads_says_so(serve: Serve) -> None:
     reply = httpx.get(f"{served.url}/api/threads")
     assert reply.status_code == 501
     assert "keeps no threads" in reply.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "given", ["why?", {"question": "why?"}], ids=["text-to-input-field", "json-is-the-state"]
+)
+def test_a_run_takes_text_into_the_input_field_or_json_as_the_state(
+    serve: Serve, given: Any
+) -> None:
+    from tests.cli.graphs import asker  # its state schema declares input_field = "question"
+
+    served = serve(asker)
+    assert httpx.get(f"{served.url}/api/graph").json()["input_field"] == "question"
+
+    run = post(served, "/api/runs", {"input": given}).json()
+    done = wait_for(served, run["run_id"], "done")
+
+    assert done["state"]["question"] == "why?"

@@ -34,6 +34,11 @@ function showError(message) {
 // ------------------------------------------------------------------ the diagram
 async function drawGraph() {
   state.graph = await api("api/graph");
+  if (state.graph.input_field) {
+    // Text goes to the graph's input field (the command line's convention too).
+    $("run-input-label").textContent =
+      `Input: text (goes to ${state.graph.input_field}) or JSON (the state's data)`;
+  }
   mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral" });
   const { svg } = await mermaid.render("sg-graph", state.graph.mermaid);
   $("diagram").innerHTML = svg; // produced by Mermaid from our own graph description
