@@ -17,10 +17,10 @@ have a docstring (and its public methods, fields, attributes and members too) an
 rendered by a directive there. ``mkdocs build --strict`` builds the site (a slow test;
 it needs the ``docs`` extra, and fails rather than skips without it when CI=true).
 
-Links. Relative links are checked here: each target must exist. Links that leave docs/
-(``../README.md``, ``../examples/``, ``../benchmarks/README.md``) stay relative so they
-work on GitHub; mkdocs.yml reports them at INFO level, not as warnings, so they do not
-break ``--strict`` (see ``validation:`` there).
+Links. Relative links are checked here: each target must exist, inside docs/ (the
+built site holds nothing else: README.md, examples/ and benchmarks/ are named as
+text). mkdocs.yml reports a missing link target at INFO level only, so the slow
+build test also reads the built site's HTML and fails on any link it cannot follow.
 """
 
 from __future__ import annotations
@@ -443,6 +443,17 @@ def test_relative_links_resolve(page: Path) -> None:
         assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
 
 
+@pytest.mark.parametrize("page", sorted(DOCS.rglob("*.md")), ids=_name)
+def test_pages_link_only_to_what_the_site_has(page: Path) -> None:
+    # The built site holds docs/ only: a link to ../README.md or ../examples/ is dead there.
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        assert (page.parent / target).resolve().is_relative_to(DOCS), (
+            f"{page.name} links to {target}, outside docs/: name it as text instead"
+        )
+
+
 # --- API reference ------------------------------------------------------------------
 
 
@@ -697,6 +708,34 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         timeout=600,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert _broken_site_links(tmp_path / "site") == []
+
+
+def _broken_site_links(site: Path) -> list[str]:
+    """Every link of the built site to a page or file the site does not have.
+
+    mkdocs reports a link to a missing file only at INFO level (see mkdocs.yml), so
+    ``--strict`` alone lets one through: this reads the HTML it wrote.
+    """
+    broken = []
+    for page in sorted(site.rglob("*.html")):
+        for target in re.findall(r'(?:href|src)="([^"#?]+)', page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("//"):
+                continue  # another site (https:, mailto:): not this site's to check
+            found = (site / target.lstrip("/")) if target.startswith("/") else page.parent / target
+            if not (found.is_file() or (found / "index.html").is_file()):
+                broken.append(f"{page.relative_to(site)} -> {target}")
+    return broken
+
+
+def test_the_site_link_check_finds_a_broken_link(tmp_path: Path) -> None:
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "index.html").write_text(
+        '<a href="../">home</a> <a href="../../README.md">readme</a> <a href="https://x.org">x</a>'
+    )
+    (tmp_path / "index.html").write_text('<a href="guide/">guide</a>')
+
+    assert _broken_site_links(tmp_path) == ["guide/index.html -> ../../README.md"]
 
 
 # --- docstring examples ---------------------------------------------------------------

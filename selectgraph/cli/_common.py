@@ -13,6 +13,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from selectgraph.cli._load import LoadError, Target, load_target
@@ -52,8 +53,28 @@ MAX_LIMIT = 10_000
 MAX_DEPTH = 100
 """Levels an answer or metadata value may nest: as deep as a stored state may."""
 
-err = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
+
+class _Console(Console):
+    """A console whose plain text soft-wraps and whose panels and tables fit the width.
+
+    Text is left to the terminal to wrap (a line copied or piped stays whole), but a
+    boxed renderable laid out with soft wrapping would crop what passes its border
+    (an interrupt's draft, a long value in ``runs show``): those are wrapped inside.
+    """
+
+    def print(self, *objects: Any, soft_wrap: bool | None = None, **options: Any) -> None:
+        if soft_wrap is None and any(not isinstance(o, str | Text) for o in objects):
+            soft_wrap = False
+        for table in objects:
+            if isinstance(table, Table):  # a long id or URL folds onto more lines, whole
+                for column in table.columns:
+                    if column.overflow == "ellipsis":
+                        column.overflow = "fold"
+        super().print(*objects, soft_wrap=soft_wrap, **options)
+
+
+err = _Console(stderr=True, soft_wrap=True)
+out = _Console(soft_wrap=True)
 
 GraphArg = Annotated[
     str,

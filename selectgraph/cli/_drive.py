@@ -8,17 +8,15 @@ not fit the question's schema), resumes, and prints how the run ended.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
-from rich.panel import Panel
 from rich.text import Text
 
 from selectgraph.cli._common import EXIT_FAILED, EXIT_PAUSED, err, fail, loose, out
 from selectgraph.cli._load import Target
-from selectgraph.cli._view import RunView
+from selectgraph.cli._view import RunView, interrupt_panel
 from selectgraph.core._errors import AnswerInvalid, ResumeError, SelectGraphError
 from selectgraph.core._event import GraphEvent
 from selectgraph.core._interrupts import Interrupt
@@ -57,15 +55,7 @@ def ask(interrupts: Sequence[Interrupt], no_input: bool) -> dict[str, Any] | Non
         return None
     answers: dict[str, Any] = {}
     for interrupt in interrupts:
-        body = interrupt.prompt
-        if interrupt.payload is not None:
-            body += "\n\n" + json.dumps(json_value(interrupt.payload), indent=2)
-        if interrupt.response_schema is not None:
-            body += "\n\nanswer with JSON of this schema:\n" + json.dumps(
-                interrupt.response_schema, indent=2
-            )
-        # Text, not markup: what a node asks is data ("[local]" is not a style).
-        err.print(Panel(Text(body), title=f"{interrupt.node} asks", border_style="yellow"))
+        err.print(interrupt_panel(interrupt))
         err.print("[bold]answer>[/] ", end="")
         line = sys.stdin.readline()
         if not line:  # end of input: nobody to answer

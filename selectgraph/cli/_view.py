@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from types import TracebackType
 
@@ -10,6 +11,8 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
 
+from selectgraph.core._interrupts import Interrupt
+from selectgraph.observe._codec import json_value
 from selectgraph.observe._events import (
     GraphEvent,
     LLMCallFinished,
@@ -21,7 +24,7 @@ from selectgraph.observe._events import (
     RunPaused,
 )
 
-__all__ = ["RunView"]
+__all__ = ["RunView", "interrupt_panel"]
 
 _STREAM_TAIL = 400
 """Characters of the running agent's output kept on screen."""
@@ -115,3 +118,27 @@ class RunView:
         live, self._live = self._live, None
         if live is not None:
             live.__exit__(kind, error, traceback)
+
+
+def interrupt_panel(interrupt: Interrupt) -> Panel:
+    """What a node asks, with its whole payload and answer schema, to print at any width.
+
+    Lines wrap at words and a word wider than the panel folds onto the next line, so
+    the reviewer reads all of a long draft; nothing is cropped at the border (print it
+    with ``soft_wrap=False``, as the command's consoles do for panels).
+    """
+    body = interrupt.prompt
+    if interrupt.payload is not None:
+        payload = json_value(interrupt.payload)
+        # A text payload (a draft) is shown as text, its newlines kept, not as a JSON string.
+        body += "\n\n" + (payload if isinstance(payload, str) else json.dumps(payload, indent=2))
+    if interrupt.response_schema is not None:
+        body += "\n\nanswer with JSON of this schema:\n" + json.dumps(
+            interrupt.response_schema, indent=2
+        )
+    # Text, not markup: what a node asks is data ("[local]" is not a style).
+    return Panel(
+        Text(body, overflow="fold", no_wrap=False),
+        title=Text(f"{interrupt.node} asks"),
+        border_style="yellow",
+    )
