@@ -340,6 +340,22 @@ def test_page_code_runs(
         assert line in printed, f"{page} does not print {line!r}"
 
 
+@pytest.mark.slow
+def test_the_tutorial_runs_twice_in_a_row(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A reader runs a step again in the same folder: its runs.db then holds the first run.
+    monkeypatch.setenv("SELECTGRAPH_PROVIDER", "local")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for program in programs(ROOT / "docs/tutorial.md"):
+        workdir = tmp_path / f"line{program[0].line}"
+        workdir.mkdir()
+        for _ in range(2):
+            with _fresh_process(monkeypatch, workdir):
+                namespace: dict[str, object] = {}
+                for block in program:
+                    source = "\n" * (block.line - 1) + block.code
+                    exec(compile(source, "docs/tutorial.md", "exec", dont_inherit=True), namespace)
+
+
 @contextlib.contextmanager
 def _fresh_process(monkeypatch: pytest.MonkeyPatch, workdir: Path) -> Iterator[None]:
     """Run a block as if in a new process started in ``workdir``, and forget it after."""
@@ -441,6 +457,34 @@ def test_relative_links_resolve(page: Path) -> None:
         if "://" in target:
             continue
         assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def _accepted_providers() -> set[str]:
+    """The values ``SELECTGRAPH_PROVIDER`` may take, as the code's own refusal lists them."""
+    from selectgraph.agents import default_provider
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SELECTGRAPH_PROVIDER", "no-such-provider")
+        with pytest.raises(ValueError) as refused:
+            default_provider()
+    listed = str(refused.value).split("; use ", 1)[1]
+    return set(re.findall(r"\w+", listed)) - {"or"}
+
+
+@pytest.mark.parametrize("page", _pages(), ids=_name)
+def test_pages_agree_with_the_code_about_selectgraph_provider(page: Path) -> None:
+    accepted = _accepted_providers()
+    text = page.read_text()
+    for value in re.findall(r"SELECTGRAPH_PROVIDER=(\w+)", text):
+        assert value in accepted, f"{_name(page)}: SELECTGRAPH_PROVIDER={value} is not accepted"
+    # A page listing the values, "SELECTGRAPH_PROVIDER` (`a`, `b`...)", lists them all.
+    for listed in re.findall(r"SELECTGRAPH_PROVIDER`\s*\(([^)]*)\)", text):
+        assert set(re.findall(r"`(\w+)`", listed)) == accepted, f"{_name(page)}: {listed}"
+
+
+def test_the_agents_page_lists_every_provider_value() -> None:
+    text = (DOCS / "agents.md").read_text()
+    assert re.search(r"SELECTGRAPH_PROVIDER`\s*\(", text), "agents.md no longer lists them"
 
 
 @pytest.mark.parametrize("page", sorted(DOCS.rglob("*.md")), ids=_name)
