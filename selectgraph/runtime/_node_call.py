@@ -98,18 +98,23 @@ class NodeCalls(RunState):
                 output.agent_result,
             )
         )
-        # Recorded once the node's edge is resolved (see RunState._held).
-        self._held = (
-            finished,
-            step,
-            name,
-            visit,
-            duration,
-            "success",
-            attempts,
-            written,
-            self.state,
-        )
+        if output.goto is None and self.graph.routes[name].static_success is not None:
+            # Its edge cannot fail: recorded now, so it is stored with the node's checkpoint.
+            self.recorder.finish_node(
+                finished, step, name, visit, duration, "success", attempts, written, self.state
+            )
+        else:  # recorded once the edge is resolved (see RunState._held)
+            self._held = (
+                finished,
+                step,
+                name,
+                visit,
+                duration,
+                "success",
+                attempts,
+                written,
+                self.state,
+            )
 
     async def _recover(
         self, spec: NodeSpec, visit: int, exc: Exception, started: float

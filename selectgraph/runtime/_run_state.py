@@ -175,9 +175,12 @@ class RunState:
     _held: tuple[Any, ...] | None = None
     """The NodeFinished of the node just completed, held until its edge is resolved.
 
-    A routing or edge failure is reported on the node's RunFailed instead, as a
-    node's own failure is (graph-engine §6: one completion per node, carrying
-    the error), so the node never reads as both done and failed.
+    Only for an edge that can fail (a condition, router, ``goto`` or model
+    decision): a routing or edge failure is then reported on the node's
+    RunFailed instead, as a node's own failure is (graph-engine §6: one
+    completion per node, carrying the error). A node with a static edge is
+    recorded at once, so its NodeFinished is stored with its checkpoint and a
+    watcher in another process sees it finish without waiting for the next one.
     """
 
     _degraded = False

@@ -109,8 +109,6 @@ def everything_graph() -> AgentGraph:
     return graph
 
 
-# A node's NODE_END comes once its edge is resolved, after the checkpoint saved
-# behind it: a routing failure is then the node's only completion (graph-engine §6).
 FIRST_RUN: list[tuple[GraphEventType, tuple[str, ...]]] = [
     (T.GRAPH_START, ("first",)),
     (T.CHECKPOINT, ()),
@@ -119,8 +117,8 @@ FIRST_RUN: list[tuple[GraphEventType, tuple[str, ...]]] = [
     (T.NODE_CHUNK, ("first",)),
     (T.NODE_CHUNK, ("first",)),
     (T.LLM_CALL_FINISHED, ("first",)),
-    (T.CHECKPOINT, ()),
     (T.NODE_END, ("first",)),
+    (T.CHECKPOINT, ()),
     (T.ROUTING, ("first",)),
     (T.NODE_START, ("sub",)),
     (T.GRAPH_START, ("sub", "drafter")),
@@ -129,12 +127,12 @@ FIRST_RUN: list[tuple[GraphEventType, tuple[str, ...]]] = [
     (T.NODE_CHUNK, ("sub", "drafter")),
     (T.NODE_CHUNK, ("sub", "drafter")),
     (T.LLM_CALL_FINISHED, ("sub", "drafter")),
-    (T.CHECKPOINT, ()),  # the subgraph's progress, saved under the run
     (T.NODE_END, ("sub", "drafter")),
+    (T.CHECKPOINT, ()),  # the subgraph's progress, saved under the run
     (T.ROUTING, ("sub", "drafter")),
     (T.GRAPH_END, ("sub",)),
-    (T.CHECKPOINT, ()),
     (T.NODE_END, ("sub",)),
+    (T.CHECKPOINT, ()),
     (T.ROUTING, ("sub",)),
     (T.NODE_START, ("team",)),
     (T.PARALLEL_START, ("team",)),
@@ -150,8 +148,8 @@ FIRST_RUN: list[tuple[GraphEventType, tuple[str, ...]]] = [
     (T.LLM_CALL_FINISHED, ("b",)),
     (T.NODE_END, ("b",)),
     (T.PARALLEL_END, ("team",)),
-    (T.CHECKPOINT, ()),
     (T.NODE_END, ("team",)),
+    (T.CHECKPOINT, ()),
     (T.ROUTING, ("team",)),
     (T.NODE_START, ("ask",)),
     (T.NODE_END, ("ask",)),
@@ -164,8 +162,8 @@ RESUMED_RUN: list[tuple[GraphEventType, tuple[str, ...]]] = [
     (T.CHECKPOINT, ()),
     (T.GRAPH_RESUME, ("ask",)),
     (T.NODE_START, ("ask",)),
-    (T.CHECKPOINT, ()),
     (T.NODE_END, ("ask",)),
+    (T.CHECKPOINT, ()),
     (T.ROUTING, ("ask",)),
     (T.CHECKPOINT, ()),
     (T.GRAPH_END, ()),

@@ -13,10 +13,18 @@ from typing import Any
 
 import pytest
 
-from selectgraph import END, AgentGraph, AgentObserver, AsyncAgentObserver, drain_observers
+from selectgraph import (
+    END,
+    AgentGraph,
+    AgentObserver,
+    AsyncAgentObserver,
+    InMemoryCheckpointStore,
+    drain_observers,
+)
 from selectgraph.observe import (
     GraphEvent,
     GraphEventType,
+    NodeStarted,
     RunCancelled,
     RunFailed,
     RunFinished,
@@ -208,3 +216,23 @@ def test_a_raising_sync_observer_is_counted_on_the_result(caplog: Any) -> None:
     # RunStarted, NodeStarted, NodeFinished, EdgeFired (RunFinished comes after the result).
     assert result.observer_errors == 4
     assert "observer bug" in caplog.text
+
+
+def test_node_finished_waits_for_an_edge_that_can_fail_and_not_for_a_static_one() -> None:
+    graph = AgentGraph("order")
+    graph.add_node("a", lambda s: {"x": 1})
+    graph.add_node("b", lambda s: {"x": 2}, next_node=END)
+    graph.add_conditional_edge("a", lambda state: "b")
+    store = InMemoryCheckpointStore()
+    seen: list[GraphEvent] = []
+
+    graph.run({}, checkpoint_store=store, observers=[seen.append])
+
+    def after(node: str) -> list[str]:
+        start = next(i for i, e in enumerate(seen) if isinstance(e, NodeStarted) and e.node == node)
+        return [type(e).__name__ for e in seen[start + 1 : start + 4]]
+
+    # A conditional edge may fail: the node's completion waits until it resolved.
+    assert after("a") == ["CheckpointSaved", "NodeFinished", "EdgeFired"]
+    # A static edge cannot: NodeFinished is stored with the node's checkpoint.
+    assert after("b") == ["NodeFinished", "CheckpointSaved", "EdgeFired"]
