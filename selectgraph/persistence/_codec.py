@@ -72,11 +72,16 @@ def json_bytes(value: Any, where: str) -> bytes:
     # Checked first: json.dumps would silently turn a tuple into a list and an int
     # key into a string, and the value would load back different. The check builds
     # no paths (most values pass); the path is looked for only when it fails.
-    if not _is_json(value):
-        fault = _unjsonable(value, where)
-        if fault is not None:
-            raise StateSerializationError(*fault)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        if not _is_json(value):
+            fault = _unjsonable(value, where)
+            if fault is not None:
+                raise StateSerializationError(*fault)
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    except RecursionError:  # thread metadata, say, nested a thousand levels deep
+        raise StateSerializationError(
+            where, "it nests too deeply to store (containers within containers)"
+        ) from None
 
 
 _JSON_LEAVES: Final = frozenset({str, int, bool, type(None)})

@@ -24,6 +24,7 @@ from selectgraph import (
     MessagesState,
     RemoveMessage,
     ResumeError,
+    StateSerializationError,
     StateValidationError,
     ThreadBusy,
     ThreadIdError,
@@ -398,6 +399,17 @@ def test_an_unobserved_run_logs_its_model_and_tool_calls(store: CheckpointStore)
 
 
 # ---------------------------------------------------------------- thread records
+def test_thread_metadata_nested_too_deeply_is_a_typed_error(
+    store: InMemoryCheckpointStore,
+) -> None:
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(5_000):
+        inner["k"] = inner = {}
+    with pytest.raises(StateSerializationError, match="nests too deeply"):
+        chat_graph().run("a", thread_id="deep", checkpoint_store=store, thread_metadata=deep)
+
+
 def test_copy_list_delete_and_prune_threads(store: InMemoryCheckpointStore) -> None:
     graph = chat_graph()
     graph.run("a", thread_id="t1", checkpoint_store=store, thread_metadata={"user": "ann"})
