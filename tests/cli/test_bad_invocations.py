@@ -105,7 +105,7 @@ ROWS: dict[str, Row] = {
         ("runs", "list", "--store", "sqlite:///{tmp}/newer.db"), "schema version 999"
     ),
     "store: PostgreSQL unreachable": Row(
-        ("runs", "list", "--store", "postgresql://postgres@127.0.0.1:1/none"), "did not answer"
+        ("runs", "list", "--store", "postgresql://postgres@127.0.0.1:1/none"), "could not connect"
     ),
     "store: PostgreSQL URL libpq refuses": Row(
         ("runs", "list", "--store", "postgresql://%zz@127.0.0.1/none"), "invalid percent-encoded"

@@ -297,9 +297,11 @@ async def test_node_names_are_drawn_as_text_not_markup(
     page: Any, serve: Callable[..., Served]
 ) -> None:
     from selectgraph import END, AgentGraph
+    from selectgraph.core._sentinels import EndType
 
     graph = AgentGraph("markup")
-    for name, following in zip(MARKUP_NAMES, [*MARKUP_NAMES[1:], END], strict=True):
+    followers: list[str | EndType] = [*MARKUP_NAMES[1:], END]
+    for name, following in zip(MARKUP_NAMES, followers, strict=True):
         graph.add_node(name, lambda state: {}, next_node=following)
     served = serve(graph)
     requests: list[str] = []
