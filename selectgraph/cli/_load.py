@@ -18,16 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from selectgraph.build._builder import AgentGraph
+from selectgraph.build._input import text_input
 from selectgraph.core._errors import GraphSpecError
-from selectgraph.core._state import GraphState
 
 __all__ = [
     "DEFAULT_ATTRIBUTE",
     "LoadError",
     "Target",
-    "input_field_of",
     "load_target",
-    "text_input",
 ]
 
 _SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -62,23 +60,6 @@ class Target:
         if callable(shape):
             return shape(value)
         return text_input(self.graph, value) if isinstance(value, str) else value
-
-
-def input_field_of(graph: AgentGraph) -> str | None:
-    """The state field text input goes to: its state schema's ``input_field`` ClassVar.
-
-    A graph declares it on its Pydantic state schema, e.g. ``input_field: ClassVar[str]
-    = "question"``; None when it declares none (text is then the first user message).
-    """
-    model = graph.compile().schema.model
-    field = getattr(model, "input_field", None) if model is not None else None
-    return field if isinstance(field, str) and field else None
-
-
-def text_input(graph: AgentGraph, text: str) -> Any:
-    """What a run given ``text`` starts from: the user's message, in the input field too."""
-    field = input_field_of(graph)
-    return GraphState.from_prompt(text, data={field: text}) if field else text
 
 
 def load_target(spec: str, *, allow: Sequence[str] = ()) -> Target:

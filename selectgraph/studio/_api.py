@@ -19,9 +19,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from selectgraph.build._builder import AgentGraph
+from selectgraph.build._input import input_field_of, text_input
 from selectgraph.compile._mermaid import mermaid_layout
 from selectgraph.core._errors import ThreadIdError
-from selectgraph.core._state import GraphState
 from selectgraph.persistence._threads import check_thread_id
 from selectgraph.studio._runs import RunManager, StudioError
 from selectgraph.studio._threads import ThreadDesk
@@ -61,7 +61,7 @@ class Api:
             {
                 "name": compiled.name,
                 "entry": compiled.entry,
-                "input_field": self._input_field(),
+                "input_field": input_field_of(self.graph),
                 "mermaid": layout.text,
                 "ids": layout.ids,
                 "links": [
@@ -90,15 +90,7 @@ class Api:
         Text goes to the graph's input field when it declares one (``input_field`` on
         its state schema) and is the user's message; an object is the state.
         """
-        field = self._input_field()
-        if field is not None and isinstance(value, str):
-            return GraphState.from_prompt(value, data={field: value})
-        return value
-
-    def _input_field(self) -> str | None:
-        model = self.graph.compile().schema.model
-        field = getattr(model, "input_field", None) if model is not None else None
-        return field if isinstance(field, str) and field else None
+        return text_input(self.graph, value) if isinstance(value, str) else value
 
     async def run(self, request: Request) -> Response:
         run_id = _path_run_id(request)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from selectgraph import GraphState
-from selectgraph.cli._load import input_field_of, load_target
+from selectgraph.build._input import input_field_of
+from selectgraph.cli._load import load_target
 from selectgraph.research import DeepResearch, IterativeResearch, LocalCorpusSearch
 from tests.cli.test_cli import ROOT, selectgraph
 
