@@ -128,12 +128,16 @@ class Checkpoint:
 
         After a node completed, that node; where the run stopped at a node (it
         asked a question, failed, was paused or cancelled there), that node. The
-        input checkpoint, saved before any node ran, names none: naming the entry
-        node there made two checkpoints in a row claim to be after it.
+        input checkpoint, saved before any node ran, names none (naming the entry
+        node there made two checkpoints in a row claim to be after it), and so does
+        a fork's first checkpoint when the fork starts before a node.
         """
-        if self.metadata.get("trigger") == "input":
+        trigger = self.metadata.get("trigger")
+        if trigger == "input":
             return None
         for entry in self.next[:1]:
+            if isinstance(entry, str) and trigger == "fork":
+                return None  # a fork that starts before a node: none of its own has run
             if isinstance(entry, str):
                 return entry
             if isinstance(entry, dict) and isinstance(entry.get("after"), str):

@@ -98,12 +98,17 @@ class NodeCalls(RunState):
                 output.agent_result,
             )
         )
-        if output.goto is None and self.graph.routes[name].static_success is not None:
-            # Its edge cannot fail: recorded now, so it is stored with the node's checkpoint.
+        if (
+            (output.goto is None and self.graph.routes[name].static_success is not None)
+            or self.durable is not None
+            or self.progress is not None
+        ):
+            # Its edge cannot fail, or the run checkpoints: recorded now, so it is stored
+            # with the node's checkpoint (see RunState._held for why the others wait).
             self.recorder.finish_node(
                 finished, step, name, visit, duration, "success", attempts, written, self.state
             )
-        else:  # recorded once the edge is resolved (see RunState._held)
+        else:  # recorded once the edge is resolved
             self._held = (
                 finished,
                 step,

@@ -176,11 +176,14 @@ class RunState:
     """The NodeFinished of the node just completed, held until its edge is resolved.
 
     Only for an edge that can fail (a condition, router, ``goto`` or model
-    decision): a routing or edge failure is then reported on the node's
-    RunFailed instead, as a node's own failure is (graph-engine §6: one
-    completion per node, carrying the error). A node with a static edge is
-    recorded at once, so its NodeFinished is stored with its checkpoint and a
-    watcher in another process sees it finish without waiting for the next one.
+    decision) in a run without checkpoints: a routing or edge failure is then
+    reported on the node's RunFailed instead, as a node's own failure is
+    (graph-engine §6: one completion per node, carrying the error). A run that
+    checkpoints records it at once, before the node's checkpoint, which stores
+    it in the event log: held, it would reach the store only with the next
+    checkpoint (a crash in between would lose it, and a watcher in another
+    process would see the node running on). There a routing failure follows
+    the node's NodeFinished as its RunFailed.
     """
 
     _degraded = False

@@ -97,6 +97,13 @@ def test_a_listing_names_each_checkpoint_after_the_node_it_was_saved_after(
     assert fork.stop_reason == "end"
     assert calls.order == ["plan", "write", "edit", "write", "edit"]
 
+    # A fork of the input checkpoint starts before plan: its first checkpoint names
+    # no node either, so "the checkpoint after plan" in it is the one after plan.
+    refork = graph.run(None, checkpoint_store=store, checkpoint_id=listing[0].checkpoint_id)
+    forked = store.list(refork.run_id)
+    assert (forked[0].metadata["trigger"], forked[0].node_name) == ("fork", None)
+    assert [c.node_name for c in forked].count("plan") == 1
+
 
 def test_forking_into_a_named_run_and_not_twice(store: CheckpointStore) -> None:
     calls = Calls()
