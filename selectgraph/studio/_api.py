@@ -202,9 +202,14 @@ def _too_large(limit: int) -> StudioError:
     )
 
 
+def _no_constant(name: str) -> Any:
+    # JSON has no NaN or Infinity (a browser sends null); Python's parser takes them.
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def _loads(raw: str | bytes, what: str) -> Any:
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_no_constant)
     except RecursionError:
         raise StudioError(400, f"{what} is JSON nested too deeply to read") from None
     except ValueError as error:
@@ -279,7 +284,7 @@ def _metadata(items: list[str]) -> dict[str, Any]:
         if not sep or not key:
             raise StudioError(400, f"metadata must be key=value, got {item!r}")
         try:
-            parsed = json.loads(value)
+            parsed = json.loads(value, parse_constant=_no_constant)
         except RecursionError:
             raise StudioError(400, f"metadata {key!r} is JSON nested too deeply to read") from None
         except ValueError:

@@ -89,6 +89,16 @@ def test_json_nested_deeper_than_a_state_is_stored_is_400(serve: Serve) -> None:
     still_serving(served)
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_not_json_and_are_400(serve: Serve, constant: str) -> None:
+    served = serve(ticket_graph())
+    body = '{"input": "hi", "metadata": {"k": ' + constant + "}}"
+    reply = httpx.post(f"{served.url}/api/threads/t/runs", content=body, headers=JSON)
+    assert reply.status_code == 400, reply.text  # was 500, from the store's JSON check
+    assert f"{constant} is not a JSON value" in reply.json()["error"]
+    still_serving(served)
+
+
 @pytest.mark.parametrize("run_id", ["a|b", "a\x00b", "x" * 257, "\ud800"])
 def test_a_run_id_no_store_can_hold_is_400_before_anything_runs(
     sqlite_studio: Served, run_id: str
