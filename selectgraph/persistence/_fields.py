@@ -184,6 +184,8 @@ def _check_metadata(metadata: dict[str, Any], fail: Fail) -> None:
 
 def _check_output(output: Any, fail: Fail, at: str) -> None:
     _check_str_keys(output, fail, at, "a node's output (an object)")
+    if "update" in output:
+        _check_str_keys(output["update"], fail, f"{at}.update", "what the node wrote (an object)")
     goto = output.get("goto")
     _need(goto is None or type(goto) is str, fail, f"{at}.goto", "a node name", goto)
     if output.get("usage") is not None:
@@ -199,6 +201,8 @@ def _check_output(output: Any, fail: Fail, at: str) -> None:
         for name in ("deletions", "metadata_deletions"):
             for i, item in enumerate(writes.get(name, ())):
                 _need(type(item) is str, fail, f"{at}.writes.{name}[{i}]", "a key", item)
+        if "assignments" in writes:
+            _check_str_keys(writes["assignments"], fail, f"{at}.writes.assignments")
         for i, message in enumerate(writes.get("messages", ())):
             _check_str_keys(message, fail, f"{at}.writes.messages[{i}]", "a message (an object)")
 

@@ -156,18 +156,29 @@ class Database:
             if not connection_lost(exc, conn):
                 raise
             if committing and not replayable:
-                raise self._unavailable(exc, "the connection died during COMMIT") from exc
+                raise self._unavailable(
+                    exc, "the connection died during COMMIT", applied="may have been"
+                ) from exc
             if conn is not None:
                 # One kill usually takes every idle connection with it: test them now.
                 await asyncio.shield(self.pool.check())
             raise _Lost() from exc
 
-    def _unavailable(self, exc: BaseException | None, what: str) -> StoreUnavailable:
+    def _unavailable(
+        self, exc: BaseException | None, what: str, *, applied: str = "was not"
+    ) -> StoreUnavailable:
         reason = f"{type(exc).__name__}: {exc}".strip().splitlines()[0] if exc else "no answer"
+        if applied == "was not":
+            outcome = "nothing was half-written: check the server and retry"
+        else:  # a COMMIT sent and not answered: the server may have applied it
+            outcome = (
+                "the change may have been applied (never half-written): check the server, "
+                "then look before retrying (a thread claimed this way stays claimed by its "
+                "run until released)"
+            )
         return StoreUnavailable(
             f"PostgreSQL store ({self.where}) did not answer for {self.timeout:g} s "
-            f"({what}; last error {reason}); nothing was half-written: check the server "
-            "and retry, or raise the store's timeout="
+            f"({what}; last error {reason}); {outcome}, or raise the store's timeout="
         )
 
 

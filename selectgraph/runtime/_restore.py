@@ -108,6 +108,23 @@ class DurableOptions:
             )
 
 
+def _names_known(graph: GraphProgram, checkpoint: Checkpoint, entry: Any) -> None:
+    """Refuse a ``next`` naming nodes the very graph it was saved under lacks.
+
+    Only a record forged, or corrupted before checksums, says so: a changed graph
+    is told apart by its hash and explained by ``node_changes``.
+    """
+    names = [entry] if isinstance(entry, str) else [entry.get("after"), entry.get("goto")]
+    unknown = [n for n in names if isinstance(n, str) and n != "__end__" and n not in graph.nodes]
+    if unknown:
+        raise ResumeError(
+            f"checkpoint {checkpoint.checkpoint_id!r} of run {checkpoint.run_id!r} names "
+            f"{', '.join(map(repr, unknown))} in its next, which its own graph does not have: "
+            "the record is inconsistent",
+            run_id=checkpoint.run_id,
+        )
+
+
 async def store_head(store: CheckpointStore, run_id: str, blocking: bool) -> Checkpoint | None:
     """The run's head checkpoint (a blocking call when ``blocking``)."""
     return store.head(run_id) if blocking else await store.ahead(run_id)
@@ -150,6 +167,8 @@ def continue_target(graph: GraphProgram, checkpoint: Checkpoint) -> Any:
         if changes:
             old = checkpoint.old_shape if isinstance(checkpoint, AdaptedCheckpoint) else None
             raise changed_error(graph, checkpoint, changes, old)
+    else:
+        _names_known(graph, checkpoint, entry)
     if isinstance(entry, str):
         return entry
     goto = entry.get("goto")

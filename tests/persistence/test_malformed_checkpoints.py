@@ -277,3 +277,28 @@ def test_deeply_nested_stored_json_is_a_decode_error(durable: Any, depth: int) -
             or f"{head.version:012d}.json" in caught.value.location
         )
         assert "nested too deeply" in str(caught.value)
+
+
+def test_a_next_naming_a_node_its_own_graph_lacks_is_refused_typed(tmp_path: Path) -> None:
+    store = SQLiteCheckpointStore(tmp_path / "c.db")
+    try:
+        _paused(store, gate=True)
+        _store_changed(store, lambda f: f.update(next=[{"after": "zz"}]))
+        with pytest.raises(ResumeError, match=r"'zz' in its next.*inconsistent"):
+            _graph().run(None, checkpoint_store=store, run_id="r1")  # was a raw KeyError
+    finally:
+        store.close()
+
+
+def test_branch_writes_whose_update_is_not_an_object_are_a_decode_error(tmp_path: Path) -> None:
+    store = SQLiteCheckpointStore(tmp_path / "c.db")
+    try:
+        _paused(store, gate=True)
+        writes = {"r1:draft:0/review": [{"outputs": [["review", {"update": 1}]]}]}
+        bad = _store_changed(store, lambda f: f.update(pending_writes=writes))
+        with pytest.raises(CheckpointDecodeError) as caught:  # was a raw TypeError
+            _graph().run(None, checkpoint_store=store, run_id="r1")
+    finally:
+        store.close()
+    assert caught.value.checkpoint_id == bad
+    assert caught.value.path.endswith(".update"), caught.value.path
