@@ -1,15 +1,19 @@
-"""Text input: which state field a graph takes it in, for the CLI and the studio alike."""
+"""Input from outside (the CLI, the studio): where text goes, and how deep JSON may nest."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from selectgraph.core._state import GraphState
 
 if TYPE_CHECKING:
     from selectgraph.build._builder import AgentGraph
 
-__all__ = ["input_field_of", "text_input"]
+__all__ = ["MAX_INPUT_DEPTH", "input_field_of", "json_depth", "text_input"]
+
+MAX_INPUT_DEPTH: Final = 100
+"""How deeply JSON from outside may nest: as deep as a state is stored (its serializer's
+``max_depth``), so what is accepted can be saved."""
 
 
 def input_field_of(graph: AgentGraph) -> str | None:
@@ -27,3 +31,16 @@ def text_input(graph: AgentGraph, text: str) -> Any:
     """What a run given ``text`` starts from: the user's message, in the input field too."""
     field = input_field_of(graph)
     return GraphState.from_prompt(text, data={field: text}) if field else text
+
+
+def json_depth(value: Any) -> int:
+    """How many containers deep ``value`` nests; iterative, as it may be deep."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest

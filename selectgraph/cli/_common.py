@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from selectgraph.build._input import MAX_INPUT_DEPTH, json_depth
 from selectgraph.cli._load import LoadError, Target, load_target
 from selectgraph.cli._stores import StoreURLError, open_store
 from selectgraph.core._errors import SelectGraphError, ThreadIdError
@@ -50,8 +51,6 @@ EXIT_USAGE = 2
 EXIT_PAUSED = 3
 MAX_LIMIT = 10_000
 """The most rows one ``--limit`` lists (a store's integers stop at 2**63)."""
-MAX_DEPTH = 100
-"""Levels an answer or metadata value may nest: as deep as a stored state may."""
 
 
 class _Console(Console):
@@ -191,22 +190,9 @@ def loose(text: str) -> Any:
         fail(f"{text[:20]}...: the JSON is nested too deeply to read")
     except ValueError:
         return text
-    if _depth(value) > MAX_DEPTH:
-        fail(f"{text[:20]}...: the JSON is nested deeper than {MAX_DEPTH} levels")
+    if json_depth(value) > MAX_INPUT_DEPTH:
+        fail(f"{text[:20]}...: the JSON is nested deeper than {MAX_INPUT_DEPTH} levels")
     return value
-
-
-def _depth(value: Any) -> int:
-    """How many containers deep ``value`` nests; iterative, as it may be deep."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def parse_metadata(items: Sequence[str] | None, option: str = "--metadata") -> dict[str, Any]:

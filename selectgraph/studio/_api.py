@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from importlib.resources import files
 from typing import Any, Final
 
@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from selectgraph.build._builder import AgentGraph
-from selectgraph.build._input import input_field_of, text_input
+from selectgraph.build._input import MAX_INPUT_DEPTH, input_field_of, json_depth, text_input
 from selectgraph.compile._mermaid import mermaid_layout
 from selectgraph.core._errors import ThreadIdError
 from selectgraph.persistence._threads import check_thread_id
@@ -33,8 +33,6 @@ MAX_LIMIT: Final = 1000
 """The most items one ``?limit=`` asks for (runs, threads, a page of events)."""
 DEFAULT_MAX_BODY: Final = 1 << 20
 """The largest request body read, in bytes (1 MiB): runs' inputs and answers are small."""
-MAX_DEPTH: Final = 100
-"""Levels a request's JSON may nest: as deep as a stored state may (``StateSerializer``)."""
 _MAX_EVENT_ID: Final = 2**63 - 1
 """The largest event id (``?after=``, ``Last-Event-ID``) a store's integers hold."""
 
@@ -218,26 +216,10 @@ def _loads(raw: str | bytes, what: str) -> Any:
 
 
 def _shallow(value: Any, what: str) -> Any:
-    """``value``, unless it nests deeper than :data:`MAX_DEPTH` (what reads it next may recurse)."""
-    if _depth(value) > MAX_DEPTH:
-        raise StudioError(400, f"{what} is JSON nested deeper than {MAX_DEPTH} levels")
+    """``value``, unless it nests deeper than MAX_INPUT_DEPTH (what reads it next may recurse)."""
+    if json_depth(value) > MAX_INPUT_DEPTH:
+        raise StudioError(400, f"{what} is JSON nested deeper than {MAX_INPUT_DEPTH} levels")
     return value
-
-
-def _depth(value: Any) -> int:
-    """How many containers deep ``value`` nests; iterative, as it may be deep."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in _children(item))
-    return deepest
-
-
-def _children(item: dict[str, Any] | list[Any]) -> Iterable[Any]:
-    return item.values() if isinstance(item, dict) else item
 
 
 def _wants_json(request: Request) -> bool:

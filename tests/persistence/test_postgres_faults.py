@@ -25,6 +25,7 @@ import pytest
 from selectgraph import END, AgentGraph, StoreUnavailable
 from selectgraph.persistence import Checkpoint, PostgresCheckpointStore
 from tests.persistence.conftest import POSTGRES_URL, drop_schema, postgres_or_skip
+from tests.persistence.test_postgres_store import terminate_pool_connections as terminate
 
 STEPS = 12
 Outcome = tuple[Any, ...]
@@ -34,19 +35,6 @@ def cp(checkpoint_id: str, version: int) -> Checkpoint:
     return Checkpoint(
         run_id="r", checkpoint_id=checkpoint_id, version=version, step=version, values={}
     )
-
-
-def terminate(application_name: str) -> int:
-    """Kill, from a connection of its own, every backend named ``application_name``."""
-    import psycopg
-
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = %s AND pid <> pg_backend_pid()",
-            (application_name,),
-        ).fetchall()
-    return len(rows)
 
 
 @dataclass
