@@ -120,6 +120,7 @@ class Agent:
         self.provider: Provider = provider or default_provider()
         self.tools: dict[str, Tool[Any, Any]] = {}
         self.toolsets: list[Toolset] = []
+        """Tool providers listed when an answer starts (an :class:`~selectgraph.MCPTools`)."""
         for item in tools:
             if isinstance(item, Toolset):
                 self.toolsets.append(item)

@@ -119,6 +119,7 @@ class MCPTools:
             timeout=timeout,
             connect_timeout=connect_timeout,
         )
+        """How the server is reached and called (what the constructor was given, checked)."""
         self.include = frozenset(include) if include is not None else None
         self.exclude = frozenset(exclude)
         self.prefix = prefix

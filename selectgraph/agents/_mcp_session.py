@@ -103,7 +103,9 @@ class Connection:
             env=dict(config.env) if config.env is not None else None,
             cwd=config.cwd,
         )
-        errlog = sys.stderr if config.server_stderr else open(os.devnull, "w")  # noqa: SIM115
+        errlog = _stderr() if config.server_stderr else None
+        if errlog is None:
+            errlog = open(os.devnull, "w")  # noqa: SIM115  # closed by _closing
         return _closing(stdio_client(params, errlog=errlog), errlog)
 
     async def list_tools(self) -> list[dict[str, Any]]:
@@ -222,6 +224,22 @@ async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[tuple[Any, A
         yield streams[0], streams[1]
 
 
+def _stderr() -> Any:
+    """A stderr the server's can be passed to: one with a file descriptor, or None.
+
+    Under Jupyter or pytest's capture ``sys.stderr`` is a Python object without one,
+    and a subprocess cannot write to it; the process's own stderr still has one.
+    """
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+            continue
+    return None
+
+
 @contextlib.asynccontextmanager
 async def _closing(
     transport: contextlib.AbstractAsyncContextManager[Any], errlog: Any
@@ -230,7 +248,7 @@ async def _closing(
         async with transport as streams:
             yield streams[0], streams[1]
     finally:
-        if errlog is not sys.stderr:
+        if errlog is not sys.stderr and errlog is not sys.__stderr__:
             errlog.close()
 
 
