@@ -354,8 +354,8 @@ class _MCPTool:
         way a Python tool's exception is.
         """
         if call.raw_arguments is not None and not call.arguments:
-            return _error(
-                call,
+            return _error_message(
+                call.id,
                 self.name,
                 f"arguments for tool {self.name!r} are not valid JSON: "
                 f"{_clip(call.raw_arguments, 200)!r}; send a JSON object",
@@ -366,8 +366,8 @@ class _MCPTool:
                 self._toolset._call(self._server_name, dict(call.arguments))
             )
         except MCPServerError as exc:
-            return _error(
-                call,
+            return _error_message(
+                call.id,
                 self.name,
                 f"tool {self.name!r} raised MCPServerError: {exc}",
                 kind="exception",
@@ -412,18 +412,6 @@ def _content_text(content: Any) -> str:
         else:
             parts.append(f"[{kind or 'unknown'} content]")
     return "\n".join(parts)
-
-
-def _error(
-    call: ToolCall,
-    name: str,
-    message: str,
-    *,
-    kind: str,
-    exception: str | None = None,
-    reason: str | None = None,
-) -> Message:
-    return _error_message(call.id, name, message, kind=kind, exception=exception, reason=reason)
 
 
 def _error_message(

@@ -458,12 +458,7 @@ def encode_record(checkpoint: Checkpoint) -> bytes:
     Its first key, ``crc``, is a CRC-32 of the rest, which :func:`decode_record` checks.
     """
     header = {
-        "run_id": checkpoint.run_id,
-        "checkpoint_id": checkpoint.checkpoint_id,
-        "parent_id": checkpoint.parent_id,
-        "version": checkpoint.version,
-        "step": checkpoint.step,
-        "kind": checkpoint.kind,
+        **header_of(checkpoint),
         "created_at": checkpoint.created_at.isoformat(),
         "values": checkpoint.values,
         "next": checkpoint.next,
