@@ -9,7 +9,7 @@ from selectgraph.core._state import GraphState
 if TYPE_CHECKING:
     from selectgraph.build._builder import AgentGraph
 
-__all__ = ["MAX_INPUT_DEPTH", "input_field_of", "json_depth", "text_input"]
+__all__ = ["MAX_INPUT_DEPTH", "graph_input", "input_field_of", "json_depth", "text_input"]
 
 MAX_INPUT_DEPTH: Final = 100
 """How deeply JSON from outside may nest: as deep as a state is stored (its serializer's
@@ -31,6 +31,28 @@ def text_input(graph: AgentGraph, text: str) -> Any:
     """What a run given ``text`` starts from: the user's message, in the input field too."""
     field = input_field_of(graph)
     return GraphState.from_prompt(text, data={field: text}) if field else text
+
+
+def graph_input(graph: AgentGraph, source: Any, value: Any) -> Any:
+    """What a run starts from, given input from outside: text, or a JSON object (the state).
+
+    A ``source`` with a ``graph_input`` (a SupervisorAgent's task, a research app's
+    question) shapes it. Otherwise text goes to an ``add_messages`` ``messages`` field
+    as a user message when the state has one (a ``MessagesState``), else to the graph's
+    declared input field (see :func:`input_field_of`), or is the first user message;
+    a mapping is the state (or, on a thread, an update of it).
+    """
+    if value is None:
+        return None
+    shape = getattr(source, "graph_input", None)
+    if callable(shape):
+        return shape(value)
+    if not isinstance(value, str):
+        return value
+    reducer = graph.compile().schema.reducers.get("messages")
+    if getattr(reducer, "name", None) == "add_messages":
+        return {"messages": [{"role": "user", "content": value}]}
+    return text_input(graph, value)
 
 
 def json_depth(value: Any) -> int:

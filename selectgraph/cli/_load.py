@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from selectgraph.build._builder import AgentGraph
-from selectgraph.build._input import text_input
+from selectgraph.build._input import graph_input
 from selectgraph.core._errors import GraphSpecError
 
 __all__ = [
@@ -50,16 +50,10 @@ class Target:
     def input(self, value: Any) -> Any:
         """What a run starts from, given the input: text, or a JSON object (the state).
 
-        A source with a ``graph_input`` (a SupervisorAgent's task, a research app's
-        question) shapes it; otherwise text goes to the graph's declared input field
-        (see :func:`input_field_of`), or is the first user message when it has none.
+        See :func:`~selectgraph.build._input.graph_input`: the convention the studio and
+        the served endpoints follow too.
         """
-        if value is None:
-            return None
-        shape = getattr(self.source, "graph_input", None)
-        if callable(shape):
-            return shape(value)
-        return text_input(self.graph, value) if isinstance(value, str) else value
+        return graph_input(self.graph, self.source, value)
 
 
 def load_target(spec: str, *, allow: Sequence[str] = ()) -> Target:

@@ -13,6 +13,7 @@ import builtins
 from collections.abc import Mapping
 from typing import Any
 
+from selectgraph.build._input import graph_input
 from selectgraph.core._errors import ResumeError, SelectGraphError, ThreadBusy, ThreadIdError
 from selectgraph.core._messages import Message
 from selectgraph.core._run_errors import StateValidationError
@@ -211,13 +212,9 @@ class ThreadDesk:
         return run
 
     def _input(self, value: Any) -> Any:
-        """A message's text as the graph takes it: in an ``add_messages`` field, or a prompt."""
-        if not isinstance(value, str):
-            return value
-        reducer = self.manager.graph.compile().schema.reducers.get("messages")
-        if getattr(reducer, "name", None) == "add_messages":
-            return {"messages": [{"role": "user", "content": value}]}
-        return value
+        """A message's text as the graph takes it (the input convention of the CLI too)."""
+        graph = self.manager.graph
+        return graph_input(graph, graph, value)
 
 
 def _check(thread_id: str) -> None:
