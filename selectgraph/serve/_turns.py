@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 
 from selectgraph.build._builder import AgentGraph
 from selectgraph.build._input import graph_input
+from selectgraph.build._output import final_output
 from selectgraph.core._errors import (
     AnswerInvalid,
     ResumeError,
@@ -27,7 +28,6 @@ from selectgraph.core._errors import (
     ThreadIdError,
 )
 from selectgraph.core._interrupts import Interrupt
-from selectgraph.core._messages import Message, Role
 from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError, StateValidationError
 from selectgraph.observe._codec import json_value
@@ -373,7 +373,7 @@ def _answer(question: Interrupt, message: str | Mapping[str, Any] | None) -> Any
 
 def _turn(result: GraphResult, thread_id: str) -> Turn:
     usage = result.total_usage
-    content = _final(result)
+    content = final_output(result)
     output = json_value(content)
     question = Question.of(result.interrupts[0]) if result.interrupts else None
     status: TurnStatus
@@ -399,23 +399,6 @@ def _turn(result: GraphResult, thread_id: str) -> Turn:
         output_tokens=usage.output_tokens,
         cost_usd=None if usage.unpriced_calls else usage.cost_usd,
     )
-
-
-def _final(result: GraphResult) -> Any:
-    """What a run answered: its last output, else its last assistant message, else its data.
-
-    An agent's answer is its last output; a graph of functions in LangGraph's style
-    answers with the message it added to ``messages``, or with the state it made.
-    """
-    if result.content is not None:
-        return result.content
-    state = result.state
-    field = state.data.get("messages")
-    messages = field if isinstance(field, list) and field else state.messages
-    last = messages[-1] if messages else None
-    if isinstance(last, Message) and last.role is Role.ASSISTANT:
-        return last.text
-    return {k: v for k, v in state.data.items() if not k.startswith("__")}
 
 
 def _cancelled(thread_id: str, run_id: str) -> Turn:
