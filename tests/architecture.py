@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "selectgraph"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("selectgraph",),
     ("cli",),
-    ("studio", "serve", "executors"),
+    ("studio", "serve", "evals", "executors"),
     ("research", "supervisor"),
     ("build",),
     ("agents",),

@@ -4,7 +4,8 @@ Exit codes: 0 the run finished; 1 it failed; 2 the command was wrong (a bad GRAP
 input, store, or an unknown run or thread); 3 the run is paused, waiting for an
 answer or a continue. Progress and questions go to stderr, the run's output to stdout.
 
-The commands live by group: ``runs`` in ``_runs.py``, ``threads`` in ``_threads.py``;
+The commands live by group: ``runs`` in ``_runs.py``, ``threads`` in ``_threads.py``,
+``eval`` and ``experiments`` in ``_eval.py``;
 what they share (options, stores, the live run) in ``_common.py`` and ``_drive.py``.
 """
 
@@ -37,6 +38,7 @@ from selectgraph.cli._common import (
     parse_input,
 )
 from selectgraph.cli._drive import drive
+from selectgraph.cli._eval import eval_command, experiments_app
 from selectgraph.cli._load import LoadError
 from selectgraph.cli._local_server import local_server
 from selectgraph.cli._runs import runs_app
@@ -75,6 +77,8 @@ app = _Commands(
 app.add_typer(runs_app, name="runs")
 app.add_typer(threads_app, name="threads")
 app.command("local-server")(local_server)
+app.command("eval")(eval_command)
+app.add_typer(experiments_app, name="experiments")
 
 
 @app.command()

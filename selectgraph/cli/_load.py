@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_ATTRIBUTE",
     "LoadError",
     "Target",
+    "load_attribute",
     "load_target",
 ]
 
@@ -86,6 +87,29 @@ def load_target(spec: str, *, allow: Sequence[str] = ()) -> Target:
             f"{spec!r} is neither a spec file (.yaml, .yml, .json), a path/to/file.py nor "
             "module:attribute (e.g. myapp.graphs:support or examples/12_studio.py:graph)"
         )
+    source = _attribute(spec, module_part, attribute)
+    found = source if isinstance(source, AgentGraph) else getattr(source, "graph", None)
+    if not isinstance(found, AgentGraph):
+        raise LoadError(
+            f"{spec}: {attribute} is a {type(source).__name__}, not an AgentGraph (or an object "
+            "with a .graph, like a SupervisorAgent or DeepResearch)"
+        )
+    return Target(found, source, spec)
+
+
+def load_attribute(spec: str) -> Any:
+    """The value ``module:attribute`` (``path/to/file.py:name`` too) names.
+
+    Raises:
+        LoadError: the module cannot be imported or has no such attribute.
+    """
+    module_part, sep, attribute = spec.rpartition(":")
+    if not sep or not module_part or not attribute:
+        raise LoadError(f"{spec!r} is not module:attribute (e.g. myapp.evals:cases)")
+    return _attribute(spec, module_part, attribute)
+
+
+def _attribute(spec: str, module_part: str, attribute: str) -> Any:
     module = _import(module_part)
     source: Any = module
     for part in attribute.split("."):
@@ -97,13 +121,7 @@ def load_target(spec: str, *, allow: Sequence[str] = ()) -> Target:
             raise LoadError(
                 f"{spec}: {module_part} has no attribute {attribute!r}" + _available(module)
             ) from None
-    found = source if isinstance(source, AgentGraph) else getattr(source, "graph", None)
-    if not isinstance(found, AgentGraph):
-        raise LoadError(
-            f"{spec}: {attribute} is a {type(source).__name__}, not an AgentGraph (or an object "
-            "with a .graph, like a SupervisorAgent or DeepResearch)"
-        )
-    return Target(found, source, spec)
+    return source
 
 
 @contextmanager
