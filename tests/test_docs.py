@@ -71,6 +71,7 @@ PUBLIC_MODULES = [
     "selectgraph.supervisor",
     "selectgraph.research",
     "selectgraph.executors",
+    "selectgraph.evals",
 ]
 """Modules whose ``__all__`` is the public API the reference documents."""
 

@@ -67,7 +67,9 @@ class FunctionScorer(Evaluator[Any, Any, Any]):
     """``fn(output, expected)`` (or ``fn(output)``): a bool, a number, or a label."""
 
     fn: Callable[..., Any]
+    """The function; it may be async."""
     name: str = ""
+    """Its column in reports (default: the function's name)."""
 
     def __post_init__(self) -> None:
         """Check the function takes one or two arguments."""
@@ -104,7 +106,9 @@ class JudgeScorer(Evaluator[Any, Any, Any]):
     """selectgraph's LLM judge: does the output meet ``criteria``? (accept is a pass)."""
 
     criteria: str
+    """What a good answer does; the judge decides against this."""
     judge: LLMJudge | None = field(default=None)
+    """The judge to ask (default: an LLMJudge on the default provider)."""
 
     async def evaluate(self, ctx: EvaluatorContext[Any, Any, Any]) -> EvaluationReason:
         """Ask the judge, with the case's input as the task and its expected output as a hint."""
