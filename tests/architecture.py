@@ -21,7 +21,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "selectgraph"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("selectgraph",),
     ("cli",),
-    ("studio", "serve", "evals", "executors"),
+    ("studio", "serve", "executors"),
+    ("evals",),
     ("research", "supervisor"),
     ("build",),
     ("agents",),
