@@ -285,3 +285,16 @@ def test_a_deep_run_continues_from_its_checkpoints(tmp_path: Path) -> None:
     assert [s.index for s in done.sections] == [0, 1, 2]
     assert done.markdown.startswith("# Storage report")
     store.close()
+
+
+def test_the_diagram_draws_the_fan_out_to_research_only() -> None:
+    research = DeepResearch(tools=[SlowSearch()], provider=model_for("q").provider())
+
+    diagram = research.graph.visualize("mermaid", show=False)
+
+    research_id = next(
+        line.split("[")[0].strip() for line in diagram.splitlines() if "research (subgraph)" in line
+    )
+    fan_outs = [line.strip() for line in diagram.splitlines() if '"fan_out"' in line]
+    assert len(fan_outs) == 2, diagram  # from plan and from fallback_plan, nowhere else
+    assert all(line.endswith(f"| {research_id}") for line in fan_outs), diagram
