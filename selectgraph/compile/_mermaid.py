@@ -6,9 +6,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from selectgraph.compile._diagram import DrawnGraph, targets_of
+from selectgraph.compile._diagram import DrawnGraph
 from selectgraph.compile._fired import FiredEdges
 from selectgraph.core._sentinels import END, EndType
+from selectgraph.routing._reach import edge_targets
 
 if TYPE_CHECKING:
     from selectgraph.core._result import GraphResult
@@ -48,7 +49,10 @@ def _links(graph: DrawnGraph, edge: Edge) -> list[tuple[str | EndType, str, str]
                 for target, said in sorted(answers.items(), key=lambda item: str(item[0]))
             ]
         else:
-            links = [(target, edge.label, "-.->") for target in targets_of(graph, edge.source)]
+            # This router's own reach: another edge's targets (an on-failure edge, a
+            # goto) are drawn by that edge, not labelled with this router's name.
+            reach = sorted(edge_targets(edge, graph.nodes), key=str)
+            links = [(target, edge.label, "-.->") for target in reach]
         if edge.kind == "llm":
             links.extend((target, "llm fallback", "-.->") for target in edge.targets())
         return links
