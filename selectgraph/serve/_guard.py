@@ -1,0 +1,116 @@
+"""The guard: the bearer token and the body limit, checked before any route sees a request.
+
+It sits in front of every protocol's routes (OpenAI, MCP, A2A), so none of them can
+forget a check. A request without the token is answered 401; a body past the limit
+413, as soon as its declared length says so or its streamed bytes pass it, never
+after reading it whole. The body read is handed on to the app as it came.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from selectgraph.serve._http import error_response
+
+__all__ = ["Guard"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Guard:
+    """ASGI middleware: the token (when there is one) and the body limit on every request."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body: int) -> None:
+        """Guard ``app``.
+
+        Args:
+            app: The app behind the guard.
+            token: The secret every request must carry as ``Authorization: Bearer``;
+                None lets every request through.
+            max_body: The largest request body read, in bytes.
+        """
+        self.app = app
+        self.token = None if token is None else token.encode()
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # the lifespan
+            await self.app(scope, receive, send)
+            return
+        headers = {key.lower(): value for key, value in scope.get("headers", [])}
+        if self.token is not None and not self._authorized(headers.get(b"authorization", b"")):
+            refused = error_response(
+                401,
+                "this server needs its token: send the header 'Authorization: Bearer <token>'",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await refused(scope, receive, send)
+            return
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            problem = self._declared_problem(declared)
+            if problem is not None:
+                await error_response(*problem)(scope, receive, send)
+                return
+        body, more = await self._read(receive)
+        if more is None:
+            return  # the client went away before sending its body
+        if more:
+            await self._too_large()(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _authorized(self, header: bytes) -> bool:
+        assert self.token is not None
+        scheme, _, given = header.partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        return hmac.compare_digest(given.strip(), self.token)
+
+    def _declared_problem(self, declared: bytes) -> tuple[int, str] | None:
+        try:
+            length = int(declared)
+        except ValueError:
+            return 400, f"Content-Length is not a number: {declared[:40]!r}"
+        if length > self.max_body:
+            return 413, self._too_large_text()
+        return None
+
+    async def _read(self, receive: Receive) -> tuple[bytes, bool | None]:
+        """The body up to the limit, and whether more was coming (None: the client left)."""
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return b"", None
+            body += message.get("body", b"")
+            if len(body) > self.max_body:
+                return b"", True  # stop reading: the rest is never buffered
+            if not message.get("more_body", False):
+                return bytes(body), False
+
+    def _too_large_text(self) -> str:
+        return f"the request body is larger than this server reads ({self.max_body:,} bytes)"
+
+    def _too_large(self) -> Any:
+        return error_response(413, self._too_large_text())
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the body read once, then what the client sends next."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # a disconnect, for routes that stream their answer
+
+    return replayed
