@@ -42,6 +42,7 @@ from selectgraph.persistence._codec import (
     encode_writes,
 )
 from selectgraph.persistence._delta import materialize
+from selectgraph.persistence._event_pack import pack_events
 from selectgraph.persistence._postgres_retry import Database, quick_connection_class
 from selectgraph.persistence._postgres_threads import THREAD_QUERIES, THREAD_TABLES, PostgresThreads
 from selectgraph.persistence._thread_records import check_owner, expiry
@@ -84,6 +85,16 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
     # Bodies and writes carry a CRC-32 from here on (see _codec.py): the checkpoints
     # stored before are listed, and only they are read unchecked.
     (3, ("CREATE TABLE {schema}.unsealed AS SELECT checkpoint_id FROM {schema}.checkpoints",)),
+    # The run's last event seq on its runs row: a save bumps its version and numbers
+    # its events in one statement (one round trip), reading the seq under the row's lock.
+    (
+        4,
+        (
+            "ALTER TABLE {schema}.runs ADD COLUMN last_seq bigint NOT NULL DEFAULT 0",
+            "UPDATE {schema}.runs r SET last_seq = e.last FROM (SELECT run_id, max(last_seq) "
+            "AS last FROM {schema}.events GROUP BY run_id) e WHERE e.run_id = r.run_id",
+        ),
+    ),
 )
 """Schema changes in order; the schema records the last one applied in ``schema_version``."""
 
@@ -113,7 +124,26 @@ _QUERIES: Final = {
         ORDER BY chain.depth DESC""",
     "lock_run": "SELECT version FROM {schema}.runs WHERE run_id = %s FOR UPDATE",
     "new_run": "INSERT INTO {schema}.runs (run_id, version) VALUES (%s, 0) ON CONFLICT DO NOTHING",
-    "set_version": "UPDATE {schema}.runs SET version = %s WHERE run_id = %s",
+    "set_version": (
+        "UPDATE {schema}.runs SET version = %s, last_seq = last_seq + %s WHERE run_id = %s "
+        "RETURNING last_seq"
+    ),
+    "put_events": (
+        "INSERT INTO {schema}.events (run_id, first_seq, last_seq, body) VALUES (%s, %s, %s, %s)"
+    ),
+    # A save in one statement, for the common case (the run's head row exists at the
+    # expected version, no thread): the version bump, the checkpoint and the events'
+    # batch, numbered from the row it locks. No row: the save takes the full path.
+    "quick_save": (
+        "WITH bumped AS (UPDATE {schema}.runs SET version = %(version)s, "
+        "last_seq = last_seq + %(count)s WHERE run_id = %(run)s AND version = %(expected)s "
+        "RETURNING last_seq), saved AS (INSERT INTO {schema}.checkpoints (checkpoint_id, "
+        "run_id, version, parent_id, step, kind, created_at, body) SELECT %(id)s, %(run)s, "
+        "%(version)s, %(parent)s, %(step)s, %(kind)s, %(at)s, %(body)s FROM bumped "
+        "RETURNING 1), logged AS (INSERT INTO {schema}.events (run_id, first_seq, last_seq, "
+        "body) SELECT %(run)s, last_seq - %(count)s + 1, last_seq, %(events)s FROM bumped "
+        "WHERE %(count)s > 0) SELECT count(*) FROM saved"
+    ),
     "insert": (
         "INSERT INTO {schema}.checkpoints (checkpoint_id, run_id, version, parent_id, step, kind, "
         "created_at, body) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
@@ -374,10 +404,53 @@ class PostgresCheckpointStore(PostgresThreads):
     async def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
         body = encode_body(checkpoint)  # encoding errors surface before the transaction
         events = encode_events(checkpoint.events, checkpoint.run_id)
+        if "thread_id" not in checkpoint.metadata and expected_version > 0:
+            quick = await self._db.run(
+                lambda conn: self._quick_save(conn, checkpoint, expected_version, body, events),
+                transaction=False,
+            )
+            if quick:
+                return
         # Replayable: a retry whose first attempt committed finds itself stored.
         await self._db.run(
             lambda conn: self._save_on(conn, checkpoint, expected_version, body, events)
         )
+
+    async def _quick_save(
+        self,
+        conn: AsyncConnection[Any],
+        checkpoint: Checkpoint,
+        expected_version: int,
+        body: bytes,
+        events: builtins.list[bytes],
+    ) -> bool:
+        """The save as one statement (atomic on its own); False: take the full path.
+
+        A run's first save, a version that moved (a conflict, or this save's own retry
+        after a lost answer) and an id already stored all leave nothing written here,
+        and the full path tells them apart.
+        """
+        import psycopg
+
+        params = {
+            "version": checkpoint.version,
+            "count": len(events),
+            "run": checkpoint.run_id,
+            "expected": expected_version,
+            "id": checkpoint.checkpoint_id,
+            "parent": checkpoint.parent_id,
+            "step": checkpoint.step,
+            "kind": _KIND_CODES[checkpoint.kind],
+            "at": checkpoint.created_at,
+            "body": body,
+            "events": pack_events(events) if events else b"",
+        }
+        try:
+            cursor = await conn.execute(self._q["quick_save"], params)
+        except psycopg.errors.UniqueViolation:
+            return False  # the id is stored already: the full path says by whom
+        row = await cursor.fetchone()
+        return row is not None and row[0] == 1
 
     async def _save_on(
         self,
@@ -415,7 +488,11 @@ class PostgresCheckpointStore(PostgresThreads):
             raise CheckpointConflict(
                 checkpoint.run_id, expected_version=expected_version, actual_version=actual
             )
-        await conn.execute(self._q["set_version"], (checkpoint.version, checkpoint.run_id))
+        cursor = await conn.execute(
+            self._q["set_version"], (checkpoint.version, len(events), checkpoint.run_id)
+        )
+        bumped = await cursor.fetchone()
+        assert bumped is not None  # the row is locked above
         try:
             await conn.execute(
                 self._q["insert"],
@@ -441,7 +518,11 @@ class PostgresCheckpointStore(PostgresThreads):
                 self._q["touch_thread"], (moment, expiry(thread.ttl, moment), thread_id)
             )
         if events:
-            await self._insert_events(conn, checkpoint.run_id, events)
+            last = int(bumped[0])
+            await conn.execute(
+                self._q["put_events"],
+                (checkpoint.run_id, last - len(events) + 1, last, pack_events(events)),
+            )
 
     async def _load(self, checkpoint_id: str) -> Checkpoint:
         async def work(conn: AsyncConnection[Any]) -> Checkpoint:

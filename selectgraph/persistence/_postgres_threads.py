@@ -146,11 +146,12 @@ THREAD_QUERIES: Final = {
     "ahead": "SELECT count(*) FROM {schema}.queue WHERE thread_id = %s AND pos < %s",
     "dequeue": "DELETE FROM {schema}.queue WHERE thread_id = %s AND ticket = %s",
     "drop_queue": "DELETE FROM {schema}.queue WHERE thread_id = %s",
-    # One round trip: the batch's seqs follow the run's last (its runs row is locked).
+    # One round trip: the batch's seqs follow the run's last, kept on its runs row
+    # (which the caller holds locked) so a save can number its events in one statement.
     "add_events": (
-        "INSERT INTO {schema}.events (run_id, first_seq, last_seq, body) "
-        "SELECT %s, last + 1, last + %s, %s FROM (SELECT coalesce(max(last_seq), 0) AS last "
-        "FROM {schema}.events WHERE run_id = %s) AS run_log RETURNING last_seq"
+        "WITH bumped AS (UPDATE {schema}.runs SET last_seq = last_seq + %s WHERE run_id = %s "
+        "RETURNING last_seq) INSERT INTO {schema}.events (run_id, first_seq, last_seq, body) "
+        "SELECT %s, last_seq - %s + 1, last_seq, %s FROM bumped RETURNING last_seq"
     ),
     # A batch holds one event at least: ``limit`` rows are enough.
     "events": (
@@ -228,8 +229,9 @@ class PostgresThreads(PortalThreadKeeping):
         self, conn: AsyncConnection[Any], run_id: str, events: builtins.list[bytes]
     ) -> int:
         """Append ``events`` to the run's log (its runs row locked); the last one's seq."""
+        count = len(events)
         cursor = await conn.execute(
-            self._q["add_events"], (run_id, len(events), pack_events(events), run_id)
+            self._q["add_events"], (count, run_id, run_id, count, pack_events(events))
         )
         row = await cursor.fetchone()
         assert row is not None  # INSERT ... SELECT of one aggregate row inserts one row

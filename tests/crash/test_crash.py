@@ -131,7 +131,12 @@ def check_kills(result: dict[str, Any], wanted: int, test: str) -> None:
         # The kill points were reached: the common kinds each, the rarer ones by group
         # (around the fan-out, around the interrupt), so that chance does not fail this.
         by_kind = result["by_kind"]
-        common = {"node_enter", "node_effect", "save_before", "save_insert", "save_after"}
+        common = {"node_enter", "node_effect", "save_before", "save_after"}
+        if result["store"] != "postgres":
+            # A PostgreSQL save after a run's first is one statement, atomic on its
+            # own: there is no moment inside its transaction to die in, so save_insert
+            # is reached only by first saves and thread saves there, too rarely to count.
+            common.add("save_insert")
         assert common | {"timer"} <= set(by_kind), by_kind
         for group in (
             ("branch_enter", "writes_insert", "writes_after"),

@@ -105,6 +105,11 @@ def test_a_postgres_schema_from_before_threads_is_upgraded_in_place() -> None:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             for table in (*THREAD_TABLES, "unsealed"):  # the tables of migrations 2 and 3
                 conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, table)))
+            conn.execute(  # and the column of migration 4
+                sql.SQL("ALTER TABLE {} DROP COLUMN last_seq").format(
+                    sql.Identifier(schema, "runs")
+                )
+            )
             conn.execute(
                 sql.SQL("DELETE FROM {} WHERE version > 1").format(
                     sql.Identifier(schema, "schema_version")
@@ -118,6 +123,77 @@ def test_a_postgres_schema_from_before_threads_is_upgraded_in_place() -> None:
             assert tables == [("checkpoints",), ("runs",), ("schema_version",), ("writes",)]
         with PostgresCheckpointStore(POSTGRES_URL, schema=schema) as store:
             use_threads_on_old_data(store, old)
+    finally:
+        drop_schema(schema)
+
+
+def test_a_postgres_event_log_from_before_migration_4_continues_its_seqs() -> None:
+    import secrets
+
+    import psycopg
+    from psycopg import sql
+
+    postgres_or_skip()
+    schema = f"sg_test_{os.getpid()}_{secrets.token_hex(4)}"
+    try:
+        with PostgresCheckpointStore(POSTGRES_URL, schema=schema) as store:
+            save(store, "r", None, 1, {"type": "a"}, {"type": "b"})
+            save(store, "r", None, 2, {"type": "c"})
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:  # back to version 3
+            conn.execute(
+                sql.SQL("ALTER TABLE {} DROP COLUMN last_seq").format(
+                    sql.Identifier(schema, "runs")
+                )
+            )
+            conn.execute(
+                sql.SQL("DELETE FROM {} WHERE version > 3").format(
+                    sql.Identifier(schema, "schema_version")
+                )
+            )
+        with PostgresCheckpointStore(POSTGRES_URL, schema=schema) as store:
+            save(store, "r", None, 3, {"type": "d"})  # the one-statement save
+            assert store.append_events("r", [{"type": "e"}]) == 5
+            save(store, "r", None, 4, {"type": "f"})
+            assert event_types(store, "r") == [
+                (1, "a"),
+                (2, "b"),
+                (3, "c"),
+                (4, "d"),
+                (5, "e"),
+                (6, "f"),
+            ]
+    finally:
+        drop_schema(schema)
+
+
+def test_a_postgres_save_is_one_statement_after_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    postgres_or_skip()
+    import secrets
+
+    from psycopg import AsyncConnection
+
+    schema = f"sg_test_{os.getpid()}_{secrets.token_hex(4)}"
+    sent: list[str] = []
+    execute = AsyncConnection.execute
+
+    async def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query)[:40])
+        return await execute(self, query, *args, **kwargs)
+
+    try:
+        with PostgresCheckpointStore(POSTGRES_URL, schema=schema) as store:
+            save(store, "r", None, 1, {"type": "a"})
+            monkeypatch.setattr(AsyncConnection, "execute", counted)
+            for version in range(2, 6):
+                save(store, "r", None, version, {"type": "b"})
+            monkeypatch.undo()
+            assert len(sent) == 4, sent  # one per save: no BEGIN, lock, insert, COMMIT
+            assert [e.seq for e in store.read_events("r")] == [1, 2, 3, 4, 5]
+            head = store.head("r")
+            assert head is not None
+            assert head.version == 5
     finally:
         drop_schema(schema)
 
