@@ -42,6 +42,7 @@ from selectgraph.cli._eval import eval_command, experiments_app
 from selectgraph.cli._load import LoadError
 from selectgraph.cli._local_server import local_server
 from selectgraph.cli._runs import runs_app
+from selectgraph.cli._serve import serve
 from selectgraph.cli._threads import threads_app
 from selectgraph.core._errors import SelectGraphError
 from selectgraph.core._run_errors import GraphRunError
@@ -78,6 +79,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(threads_app, name="threads")
 app.command("local-server")(local_server)
 app.command("eval")(eval_command)
+app.command("serve")(serve)
 app.add_typer(experiments_app, name="experiments")
 
 

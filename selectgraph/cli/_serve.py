@@ -24,7 +24,7 @@ DEFAULT_PORT = 8410
 GraphsArg = Annotated[
     list[str],
     typer.Argument(
-        metavar="GRAPH...",
+        metavar="GRAPH",
         help="Graphs to serve: GraphSpec files (.yaml/.json) or module:attribute "
         "(an AgentGraph, SupervisorAgent, DeepResearch...); module may be a path/to/file.py.",
     ),
