@@ -41,6 +41,7 @@ from selectgraph.cli._drive import drive
 from selectgraph.cli._eval import eval_command, experiments_app
 from selectgraph.cli._load import LoadError
 from selectgraph.cli._local_server import local_server
+from selectgraph.cli._mcp_command import mcp_command
 from selectgraph.cli._runs import runs_app
 from selectgraph.cli._serve import serve
 from selectgraph.cli._threads import threads_app
@@ -80,6 +81,7 @@ app.add_typer(threads_app, name="threads")
 app.command("local-server")(local_server)
 app.command("eval")(eval_command)
 app.command("serve")(serve)
+app.command("mcp")(mcp_command)
 app.add_typer(experiments_app, name="experiments")
 
 
