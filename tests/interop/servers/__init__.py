@@ -1,0 +1,1 @@
+"""Raw MCP servers for the interop tests: scripts that break the protocol on purpose."""
