@@ -109,6 +109,16 @@ _COLUMNS: Final = (
     "c.run_id, c.checkpoint_id, c.parent_id, c.version, c.step, c.kind, c.created_at, c.body"
 )
 
+_QUICK_REST: Final = (
+    "saved AS (INSERT INTO {schema}.checkpoints (checkpoint_id, "
+    "run_id, version, parent_id, step, kind, created_at, body) SELECT %(id)s, %(run)s, "
+    "%(version)s, %(parent)s, %(step)s, %(kind)s, %(at)s, %(body)s FROM bumped "
+    "RETURNING 1), logged AS (INSERT INTO {schema}.events (run_id, first_seq, last_seq, "
+    "body) SELECT %(run)s, last_seq - %(count)s + 1, last_seq, %(events)s FROM bumped "
+    "WHERE %(count)s > 0) SELECT count(*) FROM saved"
+)
+"""A quick save's checkpoint and events, inserted from the ``bumped`` runs row."""
+
 _QUERIES: Final = {
     "select": f"SELECT {_COLUMNS} FROM {{schema}}.checkpoints c ",
     "chain": f"""
@@ -132,17 +142,24 @@ _QUERIES: Final = {
         "INSERT INTO {schema}.events (run_id, first_seq, last_seq, body) VALUES (%s, %s, %s, %s)"
     ),
     # A save in one statement, for the common case (the run's head row exists at the
-    # expected version, no thread): the version bump, the checkpoint and the events'
+    # expected version): the version bump, the checkpoint and the events'
     # batch, numbered from the row it locks. No row: the save takes the full path.
     "quick_save": (
         "WITH bumped AS (UPDATE {schema}.runs SET version = %(version)s, "
         "last_seq = last_seq + %(count)s WHERE run_id = %(run)s AND version = %(expected)s "
-        "RETURNING last_seq), saved AS (INSERT INTO {schema}.checkpoints (checkpoint_id, "
-        "run_id, version, parent_id, step, kind, created_at, body) SELECT %(id)s, %(run)s, "
-        "%(version)s, %(parent)s, %(step)s, %(kind)s, %(at)s, %(body)s FROM bumped "
-        "RETURNING 1), logged AS (INSERT INTO {schema}.events (run_id, first_seq, last_seq, "
-        "body) SELECT %(run)s, last_seq - %(count)s + 1, last_seq, %(events)s FROM bumped "
-        "WHERE %(count)s > 0) SELECT count(*) FROM saved"
+        "RETURNING last_seq), " + _QUICK_REST
+    ),
+    # The same on a thread the run owns (or was the last run of): the thread's row is
+    # touched (and so locked) before the run's, the order a claim takes them in.
+    "quick_thread_save": (
+        "WITH owned AS (UPDATE {schema}.threads SET updated_at = %(at)s, expires_at = "
+        "CASE WHEN ttl IS NULL THEN NULL ELSE %(at)s + ttl * interval '1 second' END "
+        "WHERE thread_id = %(thread)s AND (owner = %(run)s OR (owner IS NULL AND "
+        "last_run = %(run)s)) AND EXISTS (SELECT 1 FROM {schema}.runs WHERE run_id = "
+        "%(run)s AND version = %(expected)s) RETURNING 1), bumped AS (UPDATE {schema}.runs "
+        "SET version = %(version)s, last_seq = last_seq + %(count)s WHERE run_id = %(run)s "
+        "AND version = %(expected)s AND EXISTS (SELECT 1 FROM owned) RETURNING last_seq), "
+        + _QUICK_REST
     ),
     "insert": (
         "INSERT INTO {schema}.checkpoints (checkpoint_id, run_id, version, parent_id, step, kind, "
@@ -404,7 +421,7 @@ class PostgresCheckpointStore(PostgresThreads):
     async def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
         body = encode_body(checkpoint)  # encoding errors surface before the transaction
         events = encode_events(checkpoint.events, checkpoint.run_id)
-        if "thread_id" not in checkpoint.metadata and expected_version > 0:
+        if expected_version > 0:
             quick = await self._db.run(
                 lambda conn: self._quick_save(conn, checkpoint, expected_version, body, events),
                 transaction=False,
@@ -427,12 +444,14 @@ class PostgresCheckpointStore(PostgresThreads):
         """The save as one statement (atomic on its own); False: take the full path.
 
         A run's first save, a version that moved (a conflict, or this save's own retry
-        after a lost answer) and an id already stored all leave nothing written here,
-        and the full path tells them apart.
+        after a lost answer), a thread the run no longer owns and an id already stored
+        all leave nothing saved here, and the full path tells them apart.
         """
         import psycopg
 
+        thread = checkpoint.metadata.get("thread_id")
         params = {
+            "thread": None if thread is None else str(thread),
             "version": checkpoint.version,
             "count": len(events),
             "run": checkpoint.run_id,
@@ -446,7 +465,8 @@ class PostgresCheckpointStore(PostgresThreads):
             "events": pack_events(events) if events else b"",
         }
         try:
-            cursor = await conn.execute(self._q["quick_save"], params)
+            query = self._q["quick_save" if thread is None else "quick_thread_save"]
+            cursor = await conn.execute(query, params)
         except psycopg.errors.UniqueViolation:
             return False  # the id is stored already: the full path says by whom
         row = await cursor.fetchone()

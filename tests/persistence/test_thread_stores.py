@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import sqlite3
@@ -194,6 +195,21 @@ def test_a_postgres_save_is_one_statement_after_the_first(
             head = store.head("r")
             assert head is not None
             assert head.version == 5
+
+            store.claim_thread("t", "on-t", ttl=60)
+            save(store, "on-t", "t", 1, {"type": "a"})
+            sent.clear()
+            monkeypatch.setattr(AsyncConnection, "execute", counted)
+            later = save(store, "on-t", "t", 2, {"type": "b"})
+            monkeypatch.undo()
+            assert len(sent) == 1, sent  # a thread's save too
+            thread = store.get_thread("t")
+            assert thread is not None
+            assert thread.updated_at == later.created_at  # the save touched the thread
+            assert thread.expires_at == later.created_at + dt.timedelta(seconds=60)
+            store.claim_thread("t", "newer", strategy="interrupt")
+            with pytest.raises(ThreadTakenOver):
+                save(store, "on-t", "t", 3, {"type": "c"})  # the lost thread is still refused
     finally:
         drop_schema(schema)
 
