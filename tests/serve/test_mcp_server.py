@@ -8,6 +8,9 @@ streamable HTTP client. The command, over stdio and HTTP, is tested in
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -382,3 +385,47 @@ async def test_a_request_before_the_app_started_is_answered_503() -> None:
 def test_an_mcp_app_that_cannot_work_is_refused(kwargs: dict[str, Any], says: str) -> None:
     with pytest.raises(ValueError, match=says):
         mcp_app([ServedGraph(hearing_graph())], **kwargs)
+
+
+# ------------------------------------------------------------ cancellation
+class Hold:
+    """A graph whose node waits until cancelled, noting when it starts and when it stops."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.stopped = threading.Event()
+
+    def graph(self) -> AgentGraph:
+        async def wait(state: Any) -> Any:
+            self.entered.set()
+            try:
+                await asyncio.Event().wait()  # never set: only a cancellation ends it
+            finally:
+                self.stopped.set()
+
+        graph = AgentGraph("hold", state_schema=MessagesState)
+        graph.add_node("wait", wait, next_node=END)
+        return graph
+
+
+async def _until(event: threading.Event) -> None:
+    deadline = time.monotonic() + 30
+    while not event.is_set():
+        assert time.monotonic() < deadline, "the event was not set in 30 s"
+        await asyncio.sleep(0.01)  # polling the event, not waiting a fixed time
+
+
+async def test_a_call_the_client_cancels_stops_its_run() -> None:
+    hold = Hold()
+    served = [ServedGraph(hold.graph())]
+    with Server(mcp_app(served)) as running:
+        async with _http_session(f"{running.url}/mcp") as session:
+            call = asyncio.ensure_future(session.call_tool("hold", {"input": "wait"}))
+            await _until(hold.entered)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            await _until(hold.stopped)
+            after = await session.call_tool("hold", {"input": "x", "thread_id": "!|bad"})
+
+    assert after.is_error  # the session still answers
