@@ -185,17 +185,14 @@ def _argument_problem(tool: str, arguments: Mapping[str, Any]) -> str | None:
 
 
 def _json_type(value: Any) -> str:
+    """What a JSON value other than a string is, in words (arguments arrive as JSON)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):
         return "a number"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def _result(turn: Turn) -> types.CallToolResult:

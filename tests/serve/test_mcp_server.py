@@ -126,6 +126,17 @@ def test_two_graphs_that_would_be_one_tool_are_refused_naming_both() -> None:
 def test_a_server_needs_a_graph() -> None:
     with pytest.raises(ValueError, match="at least one ServedGraph"):
         mcp_server([])
+    with pytest.raises(ValueError, match="graphs holds a AgentGraph, not a ServedGraph"):
+        mcp_server([hearing_graph()])  # type: ignore[list-item]
+
+
+def test_the_sdk_finds_each_tools_input_schema_without_listing() -> None:
+    served = ServedGraph(hearing_graph())
+    server = mcp_server([served])
+
+    assert server.get_tool_input_schema is not None
+    assert server.get_tool_input_schema("hearing") == served.input_schema
+    assert server.get_tool_input_schema("nope") is None
 
 
 # ----------------------------------------------------------------- calling
@@ -218,6 +229,8 @@ async def test_text_the_graph_streams_arrives_as_progress_when_asked() -> None:
         ({"input": ["a"]}, "the argument 'input' must be a string, got an array"),
         ({"input": "x", "thread_id": 7}, "the argument 'thread_id' must be a string, got a number"),
         ({"input": "x", "thread_id": None}, "'thread_id' must be a string, got null"),
+        ({"input": True}, "'input' must be a string, got a boolean"),
+        ({"input": {"a": 1}}, "'input' must be a string, got an object"),
         ({}, "the argument 'input' (the message for the graph) is missing"),
         ({"input": "x", "mood": "happy"}, "unknown arguments ['mood']"),
     ],
