@@ -83,6 +83,7 @@ def create_app(
             ServeError: handle_serve_error,
             404: _not_found,
             405: _not_allowed,
+            Exception: _server_error,
         },
     )
 
@@ -162,3 +163,8 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:
     return error_response(405, f"{request.method} is not allowed on {request.url.path}")
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    # A bug, not a request's fault: the client gets JSON it can read, the log the traceback.
+    return error_response(500, f"the server failed on {request.url.path}: {type(exc).__name__}")

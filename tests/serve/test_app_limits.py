@@ -212,7 +212,10 @@ def test_parts_add_their_routes_and_run_their_lifespan() -> None:
     async def hello(request: Request) -> Response:
         return JSONResponse({"hello": "part"})
 
-    part = ServedPart([Route("/part", hello)], lifespan)
+    async def broken(request: Request) -> Response:
+        raise RuntimeError("a bug")
+
+    part = ServedPart([Route("/part", hello), Route("/broken", broken)], lifespan)
     app = create_app([ServedGraph(hearing_graph())], parts=[part], token="t", max_body=10)
     with Server(app) as running:
         answered = httpx.get(f"{running.url}/part", headers={"Authorization": "Bearer t"})
@@ -220,9 +223,12 @@ def test_parts_add_their_routes_and_run_their_lifespan() -> None:
         too_big = httpx.post(
             f"{running.url}/part", content=b"x" * 11, headers={"Authorization": "Bearer t"}
         )
+        failed = httpx.get(f"{running.url}/broken", headers={"Authorization": "Bearer t"})
         assert events == ["started"]
 
     assert events == ["started", "stopped"]
+    assert failed.status_code == 500
+    assert failed.json()["error"]["message"] == "the server failed on /broken: RuntimeError"
     assert answered.json() == {"hello": "part"}
     assert refused.status_code == 401
     assert too_big.status_code == 413  # the guard is in front of every part
