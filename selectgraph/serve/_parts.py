@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from starlette.routing import BaseRoute
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
 
 __all__ = ["ServedPart"]
 
