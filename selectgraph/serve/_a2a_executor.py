@@ -1,0 +1,145 @@
+"""A2A execution: one A2A message answered by a turn of a served graph, as task events.
+
+The A2A context is the conversation, so its id is the thread's id: a message with
+a new context starts a thread, a later one on that context continues it. The task
+is the run that answers: text deltas stream into the task's ``reply`` artifact, and
+the run's end sets the task's state (``completed``, ``input-required`` for a
+question, ``canceled``, ``failed``/``rejected`` for a :class:`ServeError`). The
+client's next message on an ``input-required`` task is the answer: the thread has
+a pending question, so the turn resumes the run and the same task goes on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final
+
+from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_task
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types.a2a_pb2 import Message, Part, TaskState
+from a2a.utils.errors import InvalidParamsError
+
+from selectgraph.serve._turns import ServedGraph, ServeError, Turn
+
+__all__ = ["REPLY_ARTIFACT", "GraphExecutor", "message_input"]
+
+REPLY_ARTIFACT: Final = "reply"
+"""The name of the artifact a task's answer is in (streamed, then final)."""
+
+
+def message_input(message: Message | None, agent: str) -> str | Mapping[str, Any]:
+    """What an A2A message says to the graph: its text, or its one JSON object.
+
+    Text parts are joined by newlines; a message without text may carry a data part
+    holding a JSON object, which is a partial state update (or a structured answer).
+
+    Raises:
+        InvalidParamsError: the message has neither text nor one JSON object.
+    """
+    if message is None:
+        raise InvalidParamsError(message=f"a message to the agent {agent!r} is missing")
+    texts = get_text_parts(message.parts)
+    if texts:
+        return "\n".join(texts)
+    data = get_data_parts(message.parts)
+    if len(data) == 1 and isinstance(data[0], dict):
+        return data[0]
+    raise InvalidParamsError(
+        message=(
+            f"the message to the agent {agent!r} has no text part (and no single data part "
+            "holding a JSON object); send the input as text"
+        )
+    )
+
+
+class GraphExecutor(AgentExecutor):
+    """The SDK's agent executor for one served graph."""
+
+    def __init__(self, served: ServedGraph) -> None:
+        """Answer messages with ``served``."""
+        self._served = served
+        self._cancelling: set[str] = set()
+        """Tasks whose cancel() is under way: it, not execute(), says ``canceled``."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Answer the context's message with a turn on its thread, as task events.
+
+        Raises:
+            InvalidParamsError: the message says nothing the graph can take.
+        """
+        message = message_input(context.message, self._served.name)
+        task_id, context_id = _ids(context)
+        if context.current_task is None:
+            history = [] if context.message is None else [context.message]
+            await event_queue.enqueue_event(
+                new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
+            )
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        await updater.start_work()
+        artifact_id = uuid.uuid4().hex
+        streamed = False
+        turn: Turn | None = None
+        try:
+            async for item in self._served.stream(message, thread_id=context_id):
+                if isinstance(item, Turn):
+                    turn = item
+                    continue
+                # Every delta is one more part of the reply artifact, as it is made.
+                await updater.add_artifact(
+                    [Part(text=item)], artifact_id=artifact_id, name=REPLY_ARTIFACT, append=streamed
+                )
+                streamed = True
+        except ServeError as error:
+            refusal = updater.new_agent_message([Part(text=error.message)])
+            if 400 <= error.status < 500:
+                await updater.reject(refusal)  # the input was refused: sending it again won't do
+            else:
+                await updater.failed(refusal)
+            return
+        assert turn is not None  # stream() ends with a Turn or raises
+        await self._finish(updater, turn, artifact_id)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Stop the task's run (if it is running) and say the task is canceled."""
+        task_id, context_id = _ids(context)
+        self._cancelling.add(task_id)
+        try:
+            await self._served.cancel(context_id)
+        finally:
+            self._cancelling.discard(task_id)
+        await TaskUpdater(event_queue, task_id, context_id).cancel()
+
+    async def _finish(self, updater: TaskUpdater, turn: Turn, artifact_id: str) -> None:
+        """The task's state for how the turn ended."""
+        ids = {"thread_id": turn.thread_id, "run_id": turn.run_id}
+        if turn.status == "cancelled":
+            if updater.task_id not in self._cancelling:  # cancelled by another protocol
+                await updater.cancel(updater.new_agent_message([Part(text=turn.reply)]))
+            return
+        if turn.status == "interrupted" and turn.question is not None:
+            parts = [Part(text=turn.reply), new_data_part(turn.question.as_json())]
+            await updater.requires_input(updater.new_agent_message(parts, metadata=ids))
+            return
+        parts = [Part(text=turn.reply)]
+        if isinstance(turn.output, dict | list):
+            parts.append(new_data_part(turn.output))
+        # The final answer replaces what streamed: deltas came from every node, the
+        # reply is the graph's final message alone.
+        await updater.add_artifact(
+            parts, artifact_id=artifact_id, name=REPLY_ARTIFACT, metadata=ids, last_chunk=True
+        )
+        if turn.status == "done":
+            await updater.complete()
+        else:  # "paused": the next message on the task continues the run
+            await updater.requires_input(updater.new_agent_message([Part(text=turn.reply)]))
+
+
+def _ids(context: RequestContext) -> tuple[str, str]:
+    """The task's and the context's ids (the SDK makes both before execute)."""
+    task_id, context_id = context.task_id, context.context_id
+    if not task_id or not context_id:
+        raise InvalidParamsError(message="the request names no task or context")
+    return task_id, context_id
