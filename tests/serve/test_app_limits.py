@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from starlette.routing import Route
 
 from selectgraph.serve import ServedGraph, ServedPart
 from selectgraph.serve._app import create_app, is_loopback, serve, server_url
+from selectgraph.serve._guard import Guard
 from tests.serve.server import Gate, Server, hearing_graph
 
 CHAT: dict[str, Any] = {"model": "hearing", "messages": [{"role": "user", "content": "hi"}]}
@@ -101,6 +103,29 @@ def test_a_body_declared_past_the_limit_is_a_413(server: Server) -> None:
     assert answer.json()["error"]["code"] == "request_too_large"
 
 
+async def test_a_content_length_that_is_not_a_number_is_a_400() -> None:
+    # uvicorn refuses such a request itself; the guard still answers it under other servers.
+    sent: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the guard let the request through")
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    headers = [(b"content-length", b"lots")]
+    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/", "headers": headers}
+    await Guard(app, token=None, max_body=10)(scope, receive, send)
+
+    assert sent[0]["status"] == 400
+    assert (
+        json.loads(sent[1]["body"])["error"]["message"] == "Content-Length is not a number: b'lots'"
+    )
+
+
 def test_a_streamed_body_past_the_limit_is_a_413(server: Server) -> None:
     def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
         for _ in range(50):
@@ -112,8 +137,6 @@ def test_a_streamed_body_past_the_limit_is_a_413(server: Server) -> None:
 
 
 def test_a_streamed_body_within_the_limit_is_read(server: Server) -> None:
-    import json
-
     def chunks() -> Iterator[bytes]:
         body = json.dumps(CHAT).encode()
         yield body[:10]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
+from selectgraph import SQLiteCheckpointStore
 from selectgraph.serve import ServedGraph
 from selectgraph.serve._app import create_app
 from tests.serve.server import Server, agent_graph, hearing_graph, review_graph
@@ -202,3 +204,23 @@ def test_an_unknown_model_is_a_404_in_openais_error_shape(
     assert body["error"]["code"] == "model_not_found"
     assert body["error"]["param"] == "model"
     assert body["error"]["type"] == "not_found_error"
+
+
+def test_a_restarted_server_on_the_same_store_continues_the_conversation(tmp_path: Path) -> None:
+    store = SQLiteCheckpointStore(str(tmp_path / "served.db"))
+    messages: Any = [{"role": "user", "content": "one"}]
+    with Server(create_app([ServedGraph(hearing_graph(), store=store)])) as before:
+        client = openai.OpenAI(base_url=f"{before.url}/v1", api_key="unused", max_retries=0)
+        first = client.chat.completions.create(model="hearing", messages=messages)
+    messages += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "two"},
+    ]
+    # A new server (a new process, after a restart) knows the digest from the store alone.
+    with Server(create_app([ServedGraph(hearing_graph(), store=store)])) as after:
+        client = openai.OpenAI(base_url=f"{after.url}/v1", api_key="unused", max_retries=0)
+        second = client.chat.completions.create(model="hearing", messages=messages)
+    store.close()
+
+    assert second.choices[0].message.content == "one | two"
+    assert (second.model_extra or {})["thread_id"] == (first.model_extra or {})["thread_id"]
