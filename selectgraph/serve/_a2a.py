@@ -30,7 +30,7 @@ from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, Agen
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from starlette.routing import BaseRoute, Mount
 
-from selectgraph.serve._a2a_executor import GraphExecutor
+from selectgraph.serve._a2a_executor import CheckedRequests, GraphExecutor
 from selectgraph.serve._parts import ServedPart
 from selectgraph.serve._turns import ServedGraph
 
@@ -103,6 +103,7 @@ def a2a_part(graphs: Sequence[ServedGraph], *, base_url: str) -> ServedPart:
             agent_executor=GraphExecutor(served),
             task_store=InMemoryTaskStore(),
             agent_card=card,
+            request_context_builder=CheckedRequests(served.name),
         )
         handlers.append(handler)
         agent_routes: list[BaseRoute] = [

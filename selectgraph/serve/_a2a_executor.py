@@ -11,20 +11,24 @@ a pending question, so the turn resumes the run and the same task goes on.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
 from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_task
-from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.agent_execution import (
+    AgentExecutor,
+    RequestContext,
+    SimpleRequestContextBuilder,
+)
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types.a2a_pb2 import Message, Part, TaskState
+from a2a.types.a2a_pb2 import Message, Part, SendMessageRequest, Task, TaskState
 from a2a.utils.errors import InvalidParamsError
 
 from selectgraph.serve._turns import ServedGraph, ServeError, Turn
 
-__all__ = ["REPLY_ARTIFACT", "GraphExecutor", "message_input"]
+__all__ = ["REPLY_ARTIFACT", "CheckedRequests", "GraphExecutor", "message_input"]
 
 REPLY_ARTIFACT: Final = "reply"
 """The name of the artifact a task's answer is in (streamed, then final)."""
@@ -55,6 +59,37 @@ def message_input(message: Message | None, agent: str) -> str | Mapping[str, Any
     )
 
 
+class CheckedRequests(SimpleRequestContextBuilder):
+    """The SDK's request contexts, for messages the graph can take only.
+
+    A message that says nothing the graph can take is refused here, before the SDK
+    makes a task of it: the client gets an invalid-params error, and no failed task
+    (nor an error in the server's log) is left behind.
+    """
+
+    def __init__(self, agent: str) -> None:
+        """Check messages to the agent named ``agent``."""
+        super().__init__()
+        self._agent = agent
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        """The request's context, once its message is known to say something.
+
+        Raises:
+            InvalidParamsError: the message has neither text nor one JSON object.
+        """
+        if params is not None:
+            message_input(params.message, self._agent)
+        return await super().build(context, params, task_id, context_id, task)
+
+
 class GraphExecutor(AgentExecutor):
     """The SDK's agent executor for one served graph."""
 
@@ -79,17 +114,30 @@ class GraphExecutor(AgentExecutor):
             )
         updater = TaskUpdater(event_queue, task_id, context_id)
         await updater.start_work()
-        artifact_id = uuid.uuid4().hex
+        try:
+            turn = await self._answer(updater, message, context_id)
+            if turn is not None:
+                await self._finish(updater, turn)
+        finally:
+            self._cancelling.discard(task_id)  # a cancel() under way is over with the run
+
+    async def _answer(
+        self, updater: TaskUpdater, message: str | Mapping[str, Any], thread_id: str
+    ) -> Turn | None:
+        """The turn, its deltas streamed into the reply artifact; None when it was refused."""
         streamed = False
         turn: Turn | None = None
         try:
-            async for item in self._served.stream(message, thread_id=context_id):
+            async for item in self._served.stream(message, thread_id=thread_id):
                 if isinstance(item, Turn):
                     turn = item
                     continue
                 # Every delta is one more part of the reply artifact, as it is made.
                 await updater.add_artifact(
-                    [Part(text=item)], artifact_id=artifact_id, name=REPLY_ARTIFACT, append=streamed
+                    [Part(text=item)],
+                    artifact_id=_artifact_id(updater),
+                    name=REPLY_ARTIFACT,
+                    append=streamed,
                 )
                 streamed = True
         except ServeError as error:
@@ -98,21 +146,24 @@ class GraphExecutor(AgentExecutor):
                 await updater.reject(refusal)  # the input was refused: sending it again won't do
             else:
                 await updater.failed(refusal)
-            return
+            return None
         assert turn is not None  # stream() ends with a Turn or raises
-        await self._finish(updater, turn, artifact_id)
+        return turn
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Stop the task's run (if it is running) and say the task is canceled."""
         task_id, context_id = _ids(context)
         self._cancelling.add(task_id)
         try:
-            await self._served.cancel(context_id)
-        finally:
+            running = await self._served.cancel(context_id)
+        except BaseException:
+            self._cancelling.discard(task_id)
+            raise
+        if not running:  # else execute() forgets it, once it saw its run stop
             self._cancelling.discard(task_id)
         await TaskUpdater(event_queue, task_id, context_id).cancel()
 
-    async def _finish(self, updater: TaskUpdater, turn: Turn, artifact_id: str) -> None:
+    async def _finish(self, updater: TaskUpdater, turn: Turn) -> None:
         """The task's state for how the turn ended."""
         ids = {"thread_id": turn.thread_id, "run_id": turn.run_id}
         if turn.status == "cancelled":
@@ -123,18 +174,27 @@ class GraphExecutor(AgentExecutor):
             parts = [Part(text=turn.reply), new_data_part(turn.question.as_json())]
             await updater.requires_input(updater.new_agent_message(parts, metadata=ids))
             return
+        if turn.status == "paused":  # the next message on the task continues the run
+            await updater.requires_input(updater.new_agent_message([Part(text=turn.reply)], ids))
+            return
         parts = [Part(text=turn.reply)]
         if isinstance(turn.output, dict | list):
             parts.append(new_data_part(turn.output))
         # The final answer replaces what streamed: deltas came from every node, the
         # reply is the graph's final message alone.
         await updater.add_artifact(
-            parts, artifact_id=artifact_id, name=REPLY_ARTIFACT, metadata=ids, last_chunk=True
+            parts,
+            artifact_id=_artifact_id(updater),
+            name=REPLY_ARTIFACT,
+            metadata=ids,
+            last_chunk=True,
         )
-        if turn.status == "done":
-            await updater.complete()
-        else:  # "paused": the next message on the task continues the run
-            await updater.requires_input(updater.new_agent_message([Part(text=turn.reply)]))
+        await updater.complete()
+
+
+def _artifact_id(updater: TaskUpdater) -> str:
+    """The task's one reply artifact: a task going on after a question starts it afresh."""
+    return f"{updater.task_id}-{REPLY_ARTIFACT}"
 
 
 def _ids(context: RequestContext) -> tuple[str, str]:

@@ -27,6 +27,7 @@ from a2a.helpers import (
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -41,6 +42,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedO
 from starlette.applications import Starlette
 
 from selectgraph import END, AgentGraph, MessagesState
+from selectgraph.persistence import SQLiteCheckpointStore
 from selectgraph.serve import ServedGraph
 from selectgraph.serve._a2a import a2a_part, agent_path
 from selectgraph.serve._app import create_app
@@ -301,6 +303,50 @@ async def test_a_streamed_interrupt_ends_the_stream_asking_for_input(serve: Any)
     assert get_data_parts(last.message.parts)[0]["payload"] == {"draft": "my draft"}
 
 
+def gated_graph() -> AgentGraph:
+    """Drafts, then pauses before publishing until it is told to go on."""
+    graph = AgentGraph("gated", state_schema=MessagesState, pause_before=["publish"])
+    graph.add_node("draft", lambda s: {"messages": [("assistant", "drafted")]}, next_node="publish")
+    graph.add_node("publish", lambda s: {"messages": [("assistant", "published")]}, next_node=END)
+    return graph
+
+
+async def test_a_paused_run_asks_for_input_and_the_next_message_continues_it(
+    serve: Any,
+) -> None:
+    url = serve([ServedGraph(gated_graph())])
+
+    async with await _client(url) as client:
+        paused = await _send(client, _message("go"))
+        done = await _send(
+            client, _message("go on", task_id=paused.id, context_id=paused.context_id)
+        )
+
+    assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert "send another message to continue" in get_message_text(paused.status.message)
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert _reply(done) == "published"
+
+
+async def test_after_a_restart_tasks_are_gone_but_the_conversation_goes_on(
+    serve: Any, tmp_path: Any
+) -> None:
+    store = SQLiteCheckpointStore(str(tmp_path / "a2a.db"))
+    first_url = serve([ServedGraph(hearing_graph(), store=store)])
+    async with await _client(first_url) as client:
+        first = await _send(client, _message("one"))
+
+    # Another server on the same store, as after a restart: a new task store.
+    second_url = serve([ServedGraph(hearing_graph(), store=store)])
+    async with await _client(second_url) as client:
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id=first.id))
+        second = await _send(client, _message("two", context_id=first.context_id))
+    store.close()
+
+    assert _reply(second) == "one | two"
+
+
 # ----------------------------------------------------------------- failures
 async def test_a_failed_run_fails_the_task_saying_why(serve: Any) -> None:
     url = serve([ServedGraph(failing_graph())])
@@ -330,6 +376,9 @@ async def test_a_message_without_text_is_an_invalid_params_error(serve: Any) -> 
         request.message.parts.append(Part(url="https://example.com/a.png"))
         with pytest.raises(InvalidParamsError, match="has no text part"):
             await _send(client, request)
+        listed = await client.list_tasks(ListTasksRequest())
+
+    assert list(listed.tasks) == []  # refused before it became a task
 
 
 async def test_a_data_part_is_a_state_update(serve: Any) -> None:
