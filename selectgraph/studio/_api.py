@@ -60,6 +60,7 @@ class Api:
                 "name": compiled.name,
                 "entry": compiled.entry,
                 "input_field": input_field_of(self.graph),
+                "capture_content": self.manager.capture_content,
                 "mermaid": layout.text,
                 "ids": layout.ids,
                 "links": [

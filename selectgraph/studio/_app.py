@@ -71,6 +71,7 @@ def create_app(
     max_events: int = 50_000,
     poll_interval: float = 0.25,
     max_body: int = DEFAULT_MAX_BODY,
+    capture_content: bool = False,
 ) -> Starlette:
     """The studio for ``graph``.
 
@@ -84,6 +85,10 @@ def create_app(
             follows a run going on in another process.
         max_body: The largest request body read, in bytes (1 MiB by default); a larger
             one is answered 413, whether it declares its length or streams past it.
+        capture_content: Keep the prompts and replies of the runs started here, and
+            their tools' arguments and results, for the page to show (and in the
+            store's event log, as ``event_log="content"`` does). Off by default: a
+            prompt may hold what should not be kept.
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
@@ -93,6 +98,7 @@ def create_app(
         store or InMemoryCheckpointStore(),
         max_events=max_events,
         poll_interval=poll_interval,
+        capture_content=capture_content,
     )
 
     @asynccontextmanager

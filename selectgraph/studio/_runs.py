@@ -18,13 +18,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from selectgraph.build._builder import AgentGraph
 from selectgraph.core._errors import ResumeError, SelectGraphError
 from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError, StateValidationError
-from selectgraph.observe._codec import event_to_json, json_value
+from selectgraph.observe._codec import event_to_json, json_value, log_entry
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._threads import ThreadStore
@@ -48,6 +48,10 @@ _STATUS = {
     "time_budget": "stopped",
     "superseded": "superseded",
 }
+
+
+_CONTENT_FIELDS = ("messages", "text", "arguments", "tool_result")
+"""What a record carries only with content capture on (as ``log_entry`` names it)."""
 
 
 class StudioError(SelectGraphError):
@@ -107,6 +111,7 @@ class RunManager:
         *,
         max_events: int = 50_000,
         poll_interval: float = 0.25,
+        capture_content: bool = False,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval}")
@@ -116,11 +121,19 @@ class RunManager:
         self.poll_interval = poll_interval
         """Seconds between reads of the store's event log while following a run made elsewhere."""
         self.runs: dict[str, StudioRun] = {}
+        self.capture_content = capture_content
+        """Whether runs started here keep prompts, replies and tool arguments and results
+        (in the page's records and in the store's event log)."""
 
     @property
     def threads(self) -> ThreadStore | None:
         """The store, if it keeps threads and event logs."""
         return self.store if isinstance(self.store, ThreadStore) else None
+
+    @property
+    def event_log(self) -> Literal["content"] | bool:
+        """What runs started here store of their events (``"content"`` with capture on)."""
+        return "content" if self.capture_content else True
 
     # ------------------------------------------------------------ starting
     def start(self, graph_input: Any, run_id: str | None = None) -> StudioRun:
@@ -140,6 +153,7 @@ class RunManager:
                 run_id=run_id,
                 checkpoint_store=self.store,
                 observers=[self.listener(run)],
+                event_log=self.event_log,
             )
         except (StateValidationError, TypeError, ValueError) as error:
             raise StudioError(422, f"the input does not fit the graph: {error}") from None
@@ -204,6 +218,7 @@ class RunManager:
                 run_id=new_id,
                 checkpoint_store=self.store,
                 observers=[self.listener(run)],
+                event_log=self.event_log,
             ),
         )
         return run
@@ -390,9 +405,30 @@ class RunManager:
                 run.began = True
                 if run.status == "queued":  # an enqueued input got its turn
                     run.status = "running"
-            run.log.append(event_to_json(event, state=True))
+            run.log.append(self.record(event))
 
         return listen
+
+    def record(self, event: GraphEvent) -> dict[str, Any]:
+        """``event`` as the page reads it: with the state, and content only when captured.
+
+        Content (prompts, replies, tool arguments and results) is what the store's
+        event log keeps with ``event_log="content"``: the same fields, from the same
+        function, so a live run and a stored one read alike. Never headers or keys:
+        a prompt is its messages' roles and text.
+        """
+        entry = event_to_json(event, state=True)
+        entry.pop("arguments", None)  # tool arguments are content
+        if self.capture_content:
+            extra = log_entry(event, content=True) or {}
+            for key in _CONTENT_FIELDS:
+                if key in extra:
+                    entry[key] = extra[key]
+            reply = getattr(getattr(event, "completion", None), "message", None)
+            if entry.get("text") is None and reply is not None:
+                # log_entry reads ``completion.text``; a Completion's text is its message's.
+                entry["text"] = json_value(getattr(reply, "text", None))
+        return entry
 
     def launch(self, run: StudioRun, work: Any) -> None:
         """Drive ``work`` (the run's coroutine) as a task; its outcome goes to ``run``."""

@@ -323,3 +323,129 @@ async def test_node_names_are_drawn_as_text_not_markup(
         "__end__": "END",
     }
     assert [url for url in requests if not url.startswith(served.url)] == []
+
+
+async def open_stored_run(page: Any, served: Served, run_id: str) -> None:
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.click("#runs-panel summary")
+    await page.click(f"#runs-list li[data-run-id={run_id}]", timeout=10_000)
+
+
+async def test_a_stored_run_from_another_process_shows_its_timeline(
+    page: Any, serve: Callable[..., Served], tmp_path: Path
+) -> None:
+    from selectgraph import SQLiteCheckpointStore
+    from tests.studio.graphs import chat_graph
+
+    db = tmp_path / "runs.db"
+    made = subprocess.run(
+        [sys.executable, "-m", "tests.studio.elsewhere", "chat", str(db), "far"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    store = SQLiteCheckpointStore(db)
+    stored = [e.event for e in store.read_events("far")]
+    node = next(e for e in stored if e["event"] == "NodeFinished")
+    call = next(e for e in stored if e["event"] == "LLMCallFinished")
+    served = serve(chat_graph(), store=store, poll_interval=0.05)
+    await open_stored_run(page, served, "far")
+    await page.wait_for_selector("body[data-run-status=done]", timeout=10_000)
+    row = page.locator("#timeline .tl-row[data-node=assistant]")
+    await row.wait_for(timeout=10_000)
+    assert await row.get_attribute("data-outcome") == "success"
+    shown = f"{round(node['duration_ms'])} ms"
+    assert await row.locator(".tl-duration").inner_text() == shown
+    head = page.locator("#timeline .tl-call[data-kind=llm] .tl-call-head")
+    text = await head.inner_text()
+    assert f"{call['input_tokens']} in / {call['output_tokens']} out tokens" in text
+    assert text.startswith("LLM local")
+    # The header's time is the run's own (first event to last), not a clock of the page.
+    first, last = stored[0]["timestamp"], stored[-1]["timestamp"]
+    assert await page.inner_text("#run-elapsed") == f"{last - first:.1f}s"
+    # The run stored no content: its prompt is said to be missing, not invented.
+    await head.click()
+    detail = page.locator("#timeline .tl-detail")
+    assert await detail.get_attribute("data-captured") == "false"
+    assert "hello there" not in await detail.inner_text()
+    await page.screenshot(path=str(ARTIFACTS / "studio-timeline.png"), full_page=True)
+
+
+async def test_a_calls_prompt_is_shown_only_with_content_capture_on(
+    page: Any, serve: Callable[..., Served]
+) -> None:
+    from tests.studio.graphs import chat_graph
+
+    for capture in (True, False):
+        served = serve(chat_graph(), capture_content=capture)
+        await page.goto(served.url)
+        await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+        await page.fill("#run-input", "tell me about owls")
+        await page.click("#start-run")
+        await page.wait_for_selector("body[data-run-status=done]", timeout=30_000)
+        head = page.locator("#timeline .tl-call[data-kind=llm] .tl-call-head")
+        await head.click()
+        detail = page.locator("#timeline .tl-detail")
+        await detail.wait_for(timeout=10_000)
+        text = await detail.inner_text()
+        assert await detail.get_attribute("data-captured") == str(capture).lower()
+        if capture:
+            assert "user: tell me about owls" in text
+            assert '[local] reply to: "tell me about owls"' in text
+            await page.screenshot(path=str(ARTIFACTS / "studio-prompt.png"), full_page=True)
+        else:
+            assert "owls" not in text
+            assert "capture_content=True" in text
+
+
+async def test_a_running_run_is_cancelled_from_the_page(
+    page: Any, serve: Callable[..., Served], tmp_path: Path
+) -> None:
+    from tests.studio.graphs import Gate, gated_graph
+
+    gate = Gate(tmp_path / "never")  # never opened: the run stays in its wait node
+    served = serve(gated_graph(gate))
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.fill("#run-input", "{}")
+    await page.click("#start-run")
+    await page.wait_for_selector("#timeline .tl-row[data-node=wait]", timeout=30_000)
+    assert await page.get_attribute("#timeline .tl-row[data-node=wait]", "data-outcome") == (
+        "running"
+    )
+    await page.click("#cancel-run")
+    await page.wait_for_selector("body[data-run-status=cancelled]", timeout=30_000)
+    assert await page.locator("#cancel-run").is_hidden()
+    run_id = await page.inner_text("#run-id")
+    assert app_status(served, run_id) == "cancelled"
+
+
+def app_status(served: Served, run_id: str) -> str:
+    import httpx
+
+    return str(httpx.get(f"{served.url}/api/runs/{run_id}").json()["status"])
+
+
+async def test_the_events_panel_folds_a_nodes_text_chunks_into_one_row(
+    page: Any, serve: Callable[..., Served]
+) -> None:
+    served = serve(newsroom())
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.fill("#run-input", '{"topic": "sodium batteries"}')
+    await page.click("#start-run")
+    await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
+    rows = page.locator("#events li[data-event=NodeChunk]")
+    counts = [int(c) for c in await rows.evaluate_all("rs => rs.map(r => r.dataset.chunks)")]
+    assert counts
+    assert max(counts) > 1
+    paths = await rows.evaluate_all("rs => rs.map(r => r.dataset.path)")
+    assert "science" in paths
+    assert sum(counts) > len(counts)  # fewer rows than chunks
+    await page.locator("details:has(#events) > summary").click()  # the folded Events panel
+    await rows.first.locator("summary").click()
+    assert await rows.first.locator("pre").inner_text() != ""

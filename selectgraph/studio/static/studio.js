@@ -8,8 +8,7 @@
 const $ = (id) => document.getElementById(id);
 const state = {
   graph: null, nodes: {}, links: [], run: null, source: null, live: true,
-  steps: [], selected: -1, tokens: 0, cost: 0, started: null, timer: null, streamNode: null,
-  pending: [], firstTs: null, thread: null,
+  steps: [], selected: -1, tokens: 0, cost: 0, streamNode: null, pending: [], thread: null,
 };
 
 async function api(path, options = {}) {
@@ -88,8 +87,7 @@ function resetRun(runId) {
   state.tokens = 0;
   state.cost = 0;
   state.streamNode = null;
-  state.started = Date.now();
-  state.firstTs = null;
+  Timeline.reset($("timeline"));
   resetDiagram();
   $("run-id").textContent = runId;
   $("stream").textContent = "";
@@ -97,6 +95,7 @@ function resetRun(runId) {
   $("state-view").textContent = "";
   $("events").textContent = "";
   $("run-step").textContent = "0";
+  $("run-elapsed").textContent = "0.0s";
   showInterrupt(null);
   showError("");
   updateUsage();
@@ -106,11 +105,15 @@ function resetRun(runId) {
 function setStatus(status) {
   $("run-status").textContent = status;
   document.body.dataset.runStatus = status;
-  clearInterval(state.timer);
-  if (status === "running" && state.live) {
-    state.timer = setInterval(() => {
-      $("run-elapsed").textContent = `${((Date.now() - state.started) / 1000).toFixed(1)}s`;
-    }, 250);
+  // Only a run this studio drives can be cancelled from here.
+  $("cancel-run").classList.toggle("hidden", !(status === "running" && state.live));
+}
+
+async function cancelRun() {
+  try {
+    await api(`api/runs/${encodeURIComponent(state.run)}/cancel`, { body: {} });
+  } catch (error) {
+    showError(error.message);
   }
 }
 
@@ -137,24 +140,48 @@ function follow(runId, described) {
   source.onerror = () => { if (source.readyState === EventSource.CLOSED) setStatus("disconnected"); };
 }
 
-function showElapsed(record) {
-  // A run read back from the store: its time is its events', not this page's clock.
-  if (state.live || typeof record.timestamp !== "number") return;
-  if (state.firstTs === null) state.firstTs = record.timestamp;
-  $("run-elapsed").textContent = `${(record.timestamp - state.firstTs).toFixed(1)}s`;
+function showElapsed() {
+  // The run's time is its events' (first to last), never this page's clock: a run
+  // reopened from the store, or a fork, shows how long it really took.
+  $("run-elapsed").textContent = `${Timeline.elapsed().toFixed(1)}s`;
 }
 
 function logEvent(record) {
-  const item = document.createElement("li");
   const where = (record.node_path || []).join(" / ");
+  const list = $("events");
+  if (record.event === "NodeChunk") {
+    // A node's streamed text is one row (expandable), not one row per chunk.
+    const previous = list.lastElementChild;
+    if (previous && previous.dataset.event === "NodeChunk" && previous.dataset.path === where) {
+      previous.dataset.chunks = String(Number(previous.dataset.chunks) + 1);
+      previous.querySelector("summary").textContent = `NodeChunk ${where} ×${previous.dataset.chunks}`;
+      previous.querySelector("pre").textContent += record.delta;
+      return;
+    }
+    const item = document.createElement("li");
+    item.dataset.event = "NodeChunk";
+    item.dataset.path = where;
+    item.dataset.chunks = "1";
+    const fold = document.createElement("details");
+    const summary = document.createElement("summary");
+    summary.textContent = `NodeChunk ${where} ×1`;
+    const text = document.createElement("pre");
+    text.textContent = record.delta;
+    fold.append(summary, text);
+    item.appendChild(fold);
+    list.appendChild(item);
+    return;
+  }
+  const item = document.createElement("li");
   item.textContent = `${record.event}${where ? " " + where : ""}`;
   item.dataset.event = record.event;
-  $("events").appendChild(item);
+  list.appendChild(item);
 }
 
 function handle(record) {
   logEvent(record);
-  showElapsed(record);
+  Timeline.add(record);
+  showElapsed();
   const top = !record.namespace || record.namespace.length === 0;
   switch (record.event) {
     case "RunStarted":
@@ -478,6 +505,7 @@ async function sendMessage(event) {
 
 window.addEventListener("DOMContentLoaded", async () => {
   $("start-run").onclick = startRun;
+  $("cancel-run").onclick = cancelRun;
   $("interrupt-form").onsubmit = answer;
   $("refresh-runs").onclick = listRuns;
   $("runs-panel").addEventListener("toggle", (e) => { if (e.target.open) listRuns(); });
