@@ -9,7 +9,6 @@ token: a graph would otherwise answer anyone who can reach the port.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import secrets
 from collections.abc import AsyncIterator, Sequence
@@ -22,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from selectgraph.serve._guard import Guard
+from selectgraph.serve._guard import Guard, is_loopback
 from selectgraph.serve._http import (
     ApiError,
     error_response,
@@ -47,6 +46,7 @@ def create_app(
     parts: Sequence[ServedPart] = (),
     token: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
+    loopback_only: bool = False,
 ) -> Starlette:
     """The app serving ``graphs``: OpenAI-compatible routes under ``/v1``, and ``parts``.
 
@@ -56,6 +56,9 @@ def create_app(
         token: A secret every request must carry as ``Authorization: Bearer``.
         max_body: The largest request body read, in bytes; a larger one is answered
             413, whether it declares its length or streams past it.
+        loopback_only: Answer only requests addressed to a loopback host name
+            (``serve`` sets it when bound to loopback): a web page cannot then reach
+            the server through a DNS name it controls.
 
     Raises:
         ValueError: no graphs, two graphs of one name, an empty token, or a
@@ -76,7 +79,7 @@ def create_app(
         routes.extend(part.routes)
     return Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, token=token, max_body=max_body)],
+        middleware=[Middleware(Guard, token=token, max_body=max_body, loopback_only=loopback_only)],
         lifespan=lifespan,
         exception_handlers={
             ApiError: handle_api_error,
@@ -105,16 +108,6 @@ def _check(graphs: Sequence[ServedGraph], token: str | None, max_body: int) -> N
                 "(ServedGraph(..., name=...))"
             )
         seen.add(served.name)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def server_url(host: str, port: int) -> str:
@@ -148,12 +141,13 @@ def serve(
     import uvicorn
 
     token = token or os.environ.get(TOKEN_ENV) or None
-    if not is_loopback(host) and not token:
+    loopback = is_loopback(host)
+    if not loopback and not token:
         raise ValueError(
             f"the server would be reachable from other machines on {host}; give it a token "
             f"(--token, or {TOKEN_ENV}), for example {secrets.token_urlsafe(16)}"
         )
-    app = create_app(graphs, parts=parts, token=token, max_body=max_body)
+    app = create_app(graphs, parts=parts, token=token, max_body=max_body, loopback_only=loopback)
     uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_options)
 
 

@@ -9,12 +9,13 @@ after reading it whole. The body read is handed on to the app as it came.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from selectgraph.serve._http import error_response
 
-__all__ = ["Guard"]
+__all__ = ["Guard", "is_loopback"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -23,10 +24,22 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class Guard:
     """ASGI middleware: the token (when there is one) and the body limit on every request."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, max_body: int, loopback_only: bool = False
+    ) -> None:
         """Guard ``app``.
 
         Args:
@@ -34,16 +47,24 @@ class Guard:
             token: The secret every request must carry as ``Authorization: Bearer``;
                 None lets every request through.
             max_body: The largest request body read, in bytes.
+            loopback_only: Answer only requests addressed to a loopback host name, so
+                a web page cannot reach a server on this machine through a DNS name
+                it controls (DNS rebinding).
         """
         self.app = app
         self.token = None if token is None else token.encode()
         self.max_body = max_body
+        self.loopback_only = loopback_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # the lifespan
             await self.app(scope, receive, send)
             return
         headers = {key.lower(): value for key, value in scope.get("headers", [])}
+        if self.loopback_only and not _loopback_host(headers.get(b"host", b"")):
+            refused = error_response(400, "this server answers only requests for a loopback host")
+            await refused(scope, receive, send)
+            return
         if self.token is not None and not self._authorized(headers.get(b"authorization", b"")):
             refused = error_response(
                 401,
@@ -100,6 +121,16 @@ class Guard:
 
     def _too_large(self) -> Any:
         return error_response(413, self._too_large_text())
+
+
+def _loopback_host(header: bytes) -> bool:
+    """Whether a Host header names this machine (``127.0.0.1:8410``, ``[::1]:80``...)."""
+    host = header.decode("latin-1")
+    if host.startswith("["):
+        host = host[: host.find("]") + 1]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    return is_loopback(host)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -145,8 +145,13 @@ async def read_body(request: Request, model: type[Model]) -> Model:
     """The request's JSON body as ``model``; the guard has already bounded its size.
 
     Raises:
-        ApiError: 400 for a body that is not JSON, too deeply nested, or not ``model``.
+        ApiError: 415 without a JSON content type; 400 for a body that is not JSON,
+            too deeply nested, or not ``model``.
     """
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        # A cross-site form cannot send JSON: a web page cannot start a run on its own.
+        raise ApiError(415, "send the request body as JSON (Content-Type: application/json)")
     raw = await request.body()
     try:
         data: Any = json.loads(raw)

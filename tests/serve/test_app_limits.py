@@ -20,6 +20,7 @@ from selectgraph.serve._app import create_app, is_loopback, serve, server_url
 from selectgraph.serve._guard import Guard
 from tests.serve.server import Gate, Server, hearing_graph
 
+JSON = {"Content-Type": "application/json"}
 CHAT: dict[str, Any] = {"model": "hearing", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -78,7 +79,7 @@ def test_a_body_of_the_wrong_shape_is_a_400_naming_the_field(
 def test_a_body_that_is_not_a_json_object_is_a_400(
     server: Server, content: bytes, says: str
 ) -> None:
-    answer = httpx.post(f"{server.url}/v1/chat/completions", content=content)
+    answer = httpx.post(f"{server.url}/v1/chat/completions", content=content, headers=JSON)
 
     assert answer.status_code == 400
     assert says in answer.json()["error"]["message"]
@@ -142,7 +143,7 @@ def test_a_streamed_body_within_the_limit_is_read(server: Server) -> None:
         yield body[:10]
         yield body[10:]
 
-    answer = httpx.post(f"{server.url}/v1/chat/completions", content=chunks())
+    answer = httpx.post(f"{server.url}/v1/chat/completions", content=chunks(), headers=JSON)
 
     assert answer.status_code == 200
     assert answer.json()["choices"][0]["message"]["content"] == "hi"
@@ -169,6 +170,30 @@ def test_every_route_needs_the_token_when_there_is_one() -> None:
     assert unknown_route.status_code == 401  # the guard answers before routing
     assert right.status_code == 200
     assert reply.choices[0].message.content == "hi"
+
+
+def test_a_body_not_sent_as_json_is_a_415(server: Server) -> None:
+    # What a cross-site form can send: text/plain holding JSON.
+    answer = httpx.post(
+        f"{server.url}/v1/chat/completions",
+        content=json.dumps(CHAT),
+        headers={"Content-Type": "text/plain"},
+    )
+
+    assert answer.status_code == 415
+    assert "Content-Type: application/json" in answer.json()["error"]["message"]
+
+
+def test_loopback_only_answers_requests_for_a_loopback_host_name() -> None:
+    app = create_app([ServedGraph(hearing_graph())], loopback_only=True)
+    with Server(app) as running:
+        rebound = httpx.get(f"{running.url}/v1/models", headers={"Host": "evil.example:80"})
+        local = httpx.get(f"{running.url}/v1/models", headers={"Host": "localhost:80"})
+        direct = httpx.get(f"{running.url}/v1/models")
+
+    assert rebound.status_code == 400
+    assert "loopback host" in rebound.json()["error"]["message"]
+    assert [local.status_code, direct.status_code] == [200, 200]
 
 
 def test_unknown_routes_and_methods_are_json_errors(server: Server) -> None:
