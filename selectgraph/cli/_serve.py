@@ -1,20 +1,22 @@
 """``selectgraph serve``: graphs served to the outside, as OpenAI-compatible models and more.
 
-Each GRAPH is served under its name (or ``--name``): ``/v1`` answers OpenAI's clients;
-the MCP part (``/mcp``) and the A2A part join the same app, behind the same token and
-body limit, when their modules are installed with the package.
+Each GRAPH is served under its name (or ``--name``): ``/v1`` answers OpenAI's clients,
+``/mcp`` MCP clients (each graph a tool), ``/a2a/<name>/`` A2A clients; all in one app,
+behind one token and body limit.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from selectgraph.cli._common import AllowOpt, StoreOpt, err, fail, load, open_checkpoints
+
+if TYPE_CHECKING:
+    from selectgraph.serve import ServedGraph, ServedPart
 
 __all__ = ["DEFAULT_PORT", "serve"]
 
@@ -86,7 +88,10 @@ def serve(
         except TypeError as error:
             fail(f"{graph}: {error}")
     base = server_url(host, port)
-    parts, lines = _parts(served, base)
+    try:
+        parts, lines = _parts(served, base)
+    except ValueError as error:  # a graph name the MCP or A2A part cannot take
+        fail(str(error))
     err.print(f"selectgraph serve: {', '.join(repr(s.name) for s in served)}", highlight=False)
     err.print(f"  OpenAI-compatible: {base}/v1", highlight=False)
     for line in lines:
@@ -97,32 +102,18 @@ def serve(
         fail(str(error))
 
 
-def _parts(served: Sequence[Any], base: str) -> tuple[list[Any], list[str]]:
+def _parts(served: Sequence[ServedGraph], base: str) -> tuple[list[ServedPart], list[str]]:
     """The protocol parts beside the OpenAI routes, and the lines announcing them.
 
-    The one place other protocols join the command: each is a module of
-    ``selectgraph.serve`` with a function making its :class:`ServedPart`; a module
-    that is not there is left out.
+    The one place other protocols join the command. Host names are checked by the
+    app's guard for all of them (``loopback_only``), so the MCP part checks none.
     """
-    parts: list[Any] = []
-    lines: list[str] = []
-    mcp = _part_maker(("selectgraph.serve._mcp_http", "selectgraph.serve._mcp_server"), "mcp_part")
-    if mcp is not None:
-        parts.append(mcp(served))
-        lines.append(f"MCP (streamable HTTP): {base}/mcp")
-    a2a = _part_maker(("selectgraph.serve._a2a",), "a2a_part")
-    if a2a is not None:
-        parts.append(a2a(served, base_url=base))
-        lines.append(f"A2A agent card: {base}/.well-known/agent-card.json")
-    return parts, lines
+    from selectgraph.serve._a2a import a2a_part
+    from selectgraph.serve._mcp_http import mcp_part
 
-
-def _part_maker(modules: Sequence[str], function: str) -> Any:
-    for module in modules:
-        try:
-            found = getattr(importlib.import_module(module), function, None)
-        except ImportError:
-            continue
-        if callable(found):
-            return found
-    return None
+    agents = ", ".join(f"{base}/a2a/{s.name}/" for s in served)
+    lines = [
+        f"MCP (streamable HTTP): {base}/mcp",
+        f"A2A: {agents} (card: {base}/.well-known/agent-card.json)",
+    ]
+    return [mcp_part(served), a2a_part(served, base_url=base)], lines

@@ -109,12 +109,16 @@ def test_a_token_is_required_on_every_request_when_given() -> None:
     assert answered.choices[0].message.content == "you asked: hi"
 
 
-def test_the_command_prints_the_urls_it_serves() -> None:
+def test_the_command_prints_the_urls_it_serves_and_mounts_every_protocol() -> None:
     with served("tests.cli.graphs:asker") as running:
-        pass
+        card = httpx.get(f"{running.url}/.well-known/agent-card.json")
 
     assert f"{running.url}/v1" in running.stderr
+    assert f"{running.url}/mcp" in running.stderr
+    assert f"{running.url}/a2a/asker/" in running.stderr
     assert "'asker'" in running.stderr
+    assert card.status_code == 200
+    assert card.json()["name"] == "asker"
 
 
 @pytest.mark.parametrize(
