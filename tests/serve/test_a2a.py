@@ -347,6 +347,45 @@ async def test_after_a_restart_tasks_are_gone_but_the_conversation_goes_on(
     assert _reply(second) == "one | two"
 
 
+async def test_a_structured_output_is_also_a_data_part_of_the_reply(serve: Any) -> None:
+    graph = AgentGraph("echo")
+    graph.add_node("echo", lambda s: {"said": s.messages[-1].text}, next_node=END)
+    url = serve([ServedGraph(graph)])
+
+    async with await _client(url) as client:
+        task = await _send(client, _message("hi"))
+
+    [artifact] = task.artifacts
+    assert get_text_parts(artifact.parts) == ['{"said": "hi"}']
+    assert get_data_parts(artifact.parts) == [{"said": "hi"}]
+
+
+async def test_a_run_cancelled_on_the_server_cancels_its_task() -> None:
+    # In this test's event loop (the app over httpx's ASGI transport), so the test
+    # can cancel the thread's run itself, as another protocol's client would.
+    gate = Gate()
+    served = ServedGraph(gate.graph())
+    part = a2a_part([served], base_url="http://agents.local")
+    transport = httpx.ASGITransport(app=Starlette(routes=list(part.routes)))
+    async with httpx.AsyncClient(transport=transport) as http:
+        config = ClientConfig(streaming=False, httpx_client=http)
+        async with await create_client("http://agents.local", client_config=config) as client:
+            request = _message("wait")
+            request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+            started = await _send(client, request)
+            assert await asyncio.to_thread(gate.entered.wait, 20)
+            assert await served.cancel(started.context_id)
+            task = await client.get_task(GetTaskRequest(id=started.id))
+            for _ in range(2000):  # the executor's last event lands after the run stops
+                if task.status.state != TaskState.TASK_STATE_WORKING:
+                    break
+                await asyncio.sleep(0.01)
+                task = await client.get_task(GetTaskRequest(id=started.id))
+
+    assert task.status.state == TaskState.TASK_STATE_CANCELED
+    assert get_message_text(task.status.message) == "The run was cancelled."
+
+
 # ----------------------------------------------------------------- failures
 async def test_a_failed_run_fails_the_task_saying_why(serve: Any) -> None:
     url = serve([ServedGraph(failing_graph())])
