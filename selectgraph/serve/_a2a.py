@@ -99,11 +99,12 @@ def a2a_part(graphs: Sequence[ServedGraph], *, base_url: str) -> ServedPart:
     routes: list[BaseRoute] = []
     for served in graphs:
         card = agent_card(served, base_url=base_url)
+        tasks = InMemoryTaskStore()
         handler = DefaultRequestHandler(
             agent_executor=GraphExecutor(served),
-            task_store=InMemoryTaskStore(),
+            task_store=tasks,
             agent_card=card,
-            request_context_builder=CheckedRequests(served.name),
+            request_context_builder=CheckedRequests(served.name, tasks),
         )
         handlers.append(handler)
         agent_routes: list[BaseRoute] = [

@@ -5,8 +5,9 @@ a new context starts a thread, a later one on that context continues it. The tas
 is the run that answers: text deltas stream into the task's ``reply`` artifact, and
 the run's end sets the task's state (``completed``, ``input-required`` for a
 question, ``canceled``, ``failed``/``rejected`` for a :class:`ServeError`). The
-client's next message on an ``input-required`` task is the answer: the thread has
-a pending question, so the turn resumes the run and the same task goes on.
+client's next message on an ``input-required`` task (naming the task, or only its
+context) is the answer: the thread has a pending question, so the turn resumes the
+run and the same task goes on.
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ from a2a.server.agent_execution import (
 )
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
-from a2a.server.tasks import TaskUpdater
-from a2a.types.a2a_pb2 import Message, Part, SendMessageRequest, Task, TaskState
+from a2a.server.tasks import TaskStore, TaskUpdater
+from a2a.types.a2a_pb2 import (
+    ListTasksRequest,
+    Message,
+    Part,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
 from a2a.utils.errors import InvalidParamsError
 
 from selectgraph.serve._turns import ServedGraph, ServeError, Turn
@@ -64,13 +72,16 @@ class CheckedRequests(SimpleRequestContextBuilder):
 
     A message that says nothing the graph can take is refused here, before the SDK
     makes a task of it: the client gets an invalid-params error, and no failed task
-    (nor an error in the server's log) is left behind.
+    (nor an error in the server's log) is left behind. A message on a context whose
+    task waits for input, naming no task, goes to that task: the thread's run waits
+    on its answer, so the waiting task is the one that goes on.
     """
 
-    def __init__(self, agent: str) -> None:
-        """Check messages to the agent named ``agent``."""
+    def __init__(self, agent: str, tasks: TaskStore) -> None:
+        """Check messages to the agent named ``agent``, whose tasks ``tasks`` keeps."""
         super().__init__()
         self._agent = agent
+        self._tasks = tasks
 
     async def build(
         self,
@@ -87,7 +98,16 @@ class CheckedRequests(SimpleRequestContextBuilder):
         """
         if params is not None:
             message_input(params.message, self._agent)
+            if task_id is None and context_id:
+                task_id = await self._waiting(context_id, context)
         return await super().build(context, params, task_id, context_id, task)
+
+    async def _waiting(self, context_id: str, context: ServerCallContext) -> str | None:
+        """The context's task waiting for input, if there is one."""
+        waiting = TaskState.TASK_STATE_INPUT_REQUIRED
+        query = ListTasksRequest(context_id=context_id, status=waiting, page_size=1)
+        found = await self._tasks.list(query, context)
+        return found.tasks[0].id if found.tasks else None
 
 
 class GraphExecutor(AgentExecutor):

@@ -279,6 +279,20 @@ async def test_cancelling_a_running_task_stops_its_run(serve: Any) -> None:
     gate.release.set()
 
 
+async def test_an_answer_naming_only_the_context_goes_to_the_task_that_asked(
+    serve: Any,
+) -> None:
+    url = serve([ServedGraph(review_graph())])
+
+    async with await _client(url) as client:
+        asked = await _send(client, _message("my draft"))
+        done = await _send(client, _message("no", context_id=asked.context_id))
+
+    assert done.id == asked.id
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert _reply(done) == "The draft was kept back."
+
+
 async def test_cancelling_a_task_waiting_for_input_cancels_it(serve: Any) -> None:
     url = serve([ServedGraph(review_graph())])
 
