@@ -160,6 +160,14 @@ PRINTED = {
         "Publish?\nTrue",
     ],
     "docs/studio.md": ["['/', '/api/graph', '/api/runs']"],
+    "docs/serving.md": [
+        "review - Reviews a draft before it is published.\ninterrupted - Publish this draft?\n"
+        "The draft was published.",
+    ],
+    "docs/howto/evaluate.md": [
+        "0.0 1.0\n[('ann', 'Hello, Ann!'), ('bob', 'Hello, Bob!')]\n"
+        "[('ann', 'fixed'), ('bob', 'fixed')]\nv2",
+    ],
     "docs/howto/chat.md": [
         "Hello, Ann!\nYour name is Ann.\n['My name is Ann.', 'Hello, Ann!', 'What is my name?']",
         "You told me: Ann.",
