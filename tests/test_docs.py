@@ -72,6 +72,7 @@ PUBLIC_MODULES = [
     "selectgraph.research",
     "selectgraph.executors",
     "selectgraph.evals",
+    "selectgraph.serve",
 ]
 """Modules whose ``__all__`` is the public API the reference documents."""
 
@@ -163,6 +164,8 @@ PRINTED = {
     "docs/serving.md": [
         "review - Reviews a draft before it is published.\ninterrupted - Publish this draft?\n"
         "The draft was published.",
+        "review http://agents.local/a2a/review/\nTASK_STATE_INPUT_REQUIRED {'draft': 'my draft'}\n"
+        "TASK_STATE_COMPLETED The draft was published.",
     ],
     "docs/howto/evaluate.md": [
         "0.0 1.0\n[('ann', 'Hello, Ann!'), ('bob', 'Hello, Bob!')]\n"

@@ -15,18 +15,20 @@ from selectgraph.serve._parts import ServedPart
 from selectgraph.serve._turns import Question, ServedGraph, ServeError, Turn, TurnStatus
 
 if TYPE_CHECKING:
+    from selectgraph.serve._a2a import a2a_part
     from selectgraph.serve._app import create_app, serve
     from selectgraph.serve._mcp_http import mcp_app, mcp_part
     from selectgraph.serve._mcp_server import mcp_server
 
 _LAZY = {
+    "a2a_part": "selectgraph.serve._a2a",
     "create_app": "selectgraph.serve._app",
     "serve": "selectgraph.serve._app",
     "mcp_server": "selectgraph.serve._mcp_server",
     "mcp_part": "selectgraph.serve._mcp_http",
     "mcp_app": "selectgraph.serve._mcp_http",
 }
-"""Names whose modules need the serve extra (starlette, mcp), imported on first use."""
+"""Names whose modules need the serve extra (starlette, mcp, a2a-sdk), imported on first use."""
 
 __all__ = [
     "Question",
@@ -35,6 +37,7 @@ __all__ = [
     "ServedPart",
     "Turn",
     "TurnStatus",
+    "a2a_part",
     "create_app",
     "mcp_app",
     "mcp_part",
