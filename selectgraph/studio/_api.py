@@ -23,6 +23,7 @@ from selectgraph.build._input import MAX_INPUT_DEPTH, input_field_of, json_depth
 from selectgraph.compile._mermaid import mermaid_layout
 from selectgraph.core._errors import ThreadIdError
 from selectgraph.persistence._threads import check_thread_id
+from selectgraph.studio._fork import fork_edited
 from selectgraph.studio._runs import RunManager, StudioError
 from selectgraph.studio._threads import ThreadDesk
 
@@ -135,8 +136,22 @@ class Api:
         checkpoint_id = body.get("checkpoint_id")
         if not isinstance(checkpoint_id, str) or not checkpoint_id:
             raise StudioError(400, "fork needs a checkpoint_id (a string)")
-        run = self.manager.fork(run_id, checkpoint_id)
+        update = body.get("update")
+        if update is not None and not isinstance(update, dict):
+            raise StudioError(
+                400, f"update must be an object of state fields, got {type(update).__name__}"
+            )
+        if update:
+            run = await fork_edited(self.manager, run_id, checkpoint_id, update)
+        else:
+            run = self.manager.fork(run_id, checkpoint_id)
         return JSONResponse(run.describe(), status_code=201)
+
+    async def checkpoint(self, request: Request) -> Response:
+        run_id = _path_run_id(request)
+        checkpoint_id = request.path_params["checkpoint_id"]
+        found = await asyncio.to_thread(self.manager.checkpoint, run_id, checkpoint_id)
+        return JSONResponse(found)
 
     async def cancel(self, request: Request) -> Response:
         run = self.manager.cancel(_path_run_id(request))

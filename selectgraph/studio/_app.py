@@ -12,8 +12,11 @@ Routes (all JSON unless said otherwise):
   the ids), polled as it grows. ``Accept: application/json``: the events after
   ``?after=`` as one JSON page.
 - ``POST /api/runs/{id}/resume`` ``{"interrupt_id": ..., "answer": ...}``.
-- ``GET /api/runs/{id}/history``; ``POST /api/runs/{id}/fork`` ``{"checkpoint_id": ...}``;
-  ``POST /api/runs/{id}/cancel``.
+- ``GET /api/runs/{id}/history``; ``GET /api/runs/{id}/checkpoints/{checkpoint_id}``: the
+  state there; ``POST /api/runs/{id}/fork`` ``{"checkpoint_id": ..., "update": optional
+  {field: value}}`` (the edit merged into the fork's state first); ``POST
+  /api/runs/{id}/cancel``. A run's description says which run and step it was forked
+  from (``forked_from``) and the forks made from it (``forks``).
 - ``GET /api/threads`` (``?metadata=key=value``, ``?limit=``); ``GET /api/threads/{id}``:
   its conversation, runs and questions; ``POST /api/threads/{id}/runs`` ``{"input": ...,
   "strategy": "reject" | "enqueue" | "interrupt" | "rollback"}``: the next message.
@@ -118,6 +121,7 @@ def create_app(
         Route("/api/runs/{run_id}/fork", api.fork, methods=["POST"]),
         Route("/api/runs/{run_id}/cancel", api.cancel, methods=["POST"]),
         Route("/api/runs/{run_id}/history", api.history),
+        Route("/api/runs/{run_id}/checkpoints/{checkpoint_id}", api.checkpoint),
         Route("/api/threads", api.threads),
         # Thread ids may hold "/": the path converter takes them whole.
         Route("/api/threads/{thread_id:path}/runs", api.send, methods=["POST"]),

@@ -29,6 +29,7 @@ from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._threads import ThreadStore
 from selectgraph.runtime._resume import run_status
+from selectgraph.studio._lineage import lineage
 from selectgraph.studio._log import EventLog
 from selectgraph.studio._stored import TERMINAL, StoredRecords, follow_stored, interrupt_record
 
@@ -85,6 +86,8 @@ class StudioRun:
     began: bool = False
     """Whether the run recorded an event (a run on a thread: it got the thread)."""
     task: asyncio.Task[Any] | None = None
+    forked_from: dict[str, Any] | None = None
+    """The run and checkpoint (with its step) this run was forked from, if it was."""
 
     def describe(self) -> dict[str, Any]:
         """The run as the API shows it."""
@@ -98,6 +101,7 @@ class StudioRun:
             "events": self.log.last_id,
             "live": True,
             "thread_id": self.thread_id,
+            "forked_from": self.forked_from,
         }
 
 
@@ -173,7 +177,7 @@ class RunManager:
             if self.store.head(run_id) is None:
                 raise StudioError(404, f"no run {run_id!r}")
             run = self.new_run(run_id)
-            run.status, run.interrupts = self._stored_status(run_id)
+            run.status, run.interrupts = self.stored_status(run_id)
             self._seed(run)
         if interrupt_id in run.answered:
             raise StudioError(409, f"interrupt {interrupt_id!r} was already answered")
@@ -205,11 +209,13 @@ class RunManager:
         Raises:
             StudioError: 404 when the checkpoint is not one of the run's.
         """
-        known = {cp.checkpoint_id for cp in self.store.list(run_id)}
+        known = {cp.checkpoint_id: cp.step for cp in self.store.list(run_id)}
         if checkpoint_id not in known:
             raise StudioError(404, f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
         new_id = new_run_id()
         run = self.new_run(new_id)
+        step = known[checkpoint_id]
+        run.forked_from = {"run_id": run_id, "checkpoint_id": checkpoint_id, "step": step}
         self.launch(
             run,
             self.graph.arun(
@@ -238,6 +244,21 @@ class RunManager:
         return run
 
     # ------------------------------------------------------------ reading
+    def checkpoint(self, run_id: str, checkpoint_id: str) -> dict[str, Any]:
+        """The state's data at one of ``run_id``'s checkpoints (blocking), to edit before a fork.
+
+        Raises:
+            StudioError: 404 when the checkpoint is not one of the run's, 422 when this
+                graph cannot read it.
+        """
+        found = next((c for c in self.store.list(run_id) if c.checkpoint_id == checkpoint_id), None)
+        if found is None:
+            raise StudioError(404, f"run {run_id!r} has no checkpoint {checkpoint_id!r}")
+        data = StoredRecords(self.graph, self.store, run_id).checkpoint_data(checkpoint_id)
+        if data is None:
+            raise StudioError(422, f"checkpoint {checkpoint_id!r} cannot be read by this graph")
+        return {"run_id": run_id, "checkpoint_id": checkpoint_id, "step": found.step, "state": data}
+
     def describe(self, run_id: str) -> dict[str, Any]:
         """A run's status, pending questions and current state.
 
@@ -253,7 +274,7 @@ class RunManager:
         if described is None:
             if snapshot is None:
                 raise StudioError(404, f"no run {run_id!r}")
-            status, interrupts = self._stored_status(run_id)
+            status, interrupts = self.stored_status(run_id)
             described = {
                 "run_id": run_id,
                 "status": status,
@@ -266,6 +287,7 @@ class RunManager:
                 "event_log": self.threads is not None,
             }
         if snapshot is not None:
+            described.update(lineage(self.store, run_id))
             described["state"] = json_value(dict(snapshot.values))
             described["next"] = list(snapshot.next)
             described["checkpoint_id"] = snapshot.checkpoint_id
@@ -281,7 +303,7 @@ class RunManager:
         for run_id in self.store.runs(limit=limit):
             if run_id in seen:
                 continue
-            status, interrupts = self._stored_status(run_id)
+            status, interrupts = self.stored_status(run_id)
             head = self.store.head(run_id)
             listed.append(
                 {
@@ -487,7 +509,8 @@ class RunManager:
         for record in StoredRecords(self.graph, self.store, run.run_id).convert(stored):
             run.log.append({k: v for k, v in record.items() if k != "id"})
 
-    def _stored_status(self, run_id: str) -> tuple[str, list[dict[str, Any]]]:
+    def stored_status(self, run_id: str) -> tuple[str, list[dict[str, Any]]]:
+        """A stored run's status and the questions it waits on (blocking)."""
         try:
             snapshot = self.graph.get_state(run_id, checkpoint_store=self.store)
         except SelectGraphError:

@@ -73,7 +73,7 @@ class StoredRecords:
             if name == "LLMCallFinished":
                 self._count(record)
             elif name == "CheckpointSaved" and record.get("trigger") == "node_complete":
-                data = self._data(str(record.get("checkpoint_id")))
+                data = self.checkpoint_data(str(record.get("checkpoint_id")))
                 if data is not None:
                     record["state"] = data
             elif name == "RunPaused":
@@ -96,7 +96,8 @@ class StoredRecords:
         except _DECODE_ERRORS:  # a checkpoint this graph cannot read: shown without its state
             return None
 
-    def _data(self, checkpoint_id: str) -> dict[str, Any] | None:
+    def checkpoint_data(self, checkpoint_id: str) -> dict[str, Any] | None:
+        """The state's data at ``checkpoint_id`` as JSON, or None when this graph cannot read it."""
         state = self._state(checkpoint_id)
         return None if state is None else json_value(dict(state.data))
 

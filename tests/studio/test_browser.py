@@ -168,7 +168,10 @@ async def test_earlier_runs_are_listed_and_forked_from_the_page(
     history = await page.inner_text("#history")
     assert "interrupt" in history
     # Fork from the checkpoint where the run asked, and answer differently this time.
-    await page.locator("#history li", has_text="interrupt").locator("button").click()
+    fork_here = page.locator("#history li", has_text="interrupt").locator(
+        "button[data-checkpoint-id]"
+    )
+    await fork_here.click()
     await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
     await page.fill("#interrupt-answer", "yes")
     await page.click("#interrupt-submit")
@@ -329,7 +332,7 @@ async def open_stored_run(page: Any, served: Served, run_id: str) -> None:
     await page.goto(served.url)
     await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
     await page.click("#runs-panel summary")
-    await page.click(f"#runs-list li[data-run-id={run_id}]", timeout=10_000)
+    await page.click(f"#runs-list li[data-run-id='{run_id}']", timeout=10_000)
 
 
 async def test_a_stored_run_from_another_process_shows_its_timeline(
@@ -449,3 +452,44 @@ async def test_the_events_panel_folds_a_nodes_text_chunks_into_one_row(
     await page.locator("details:has(#events) > summary").click()  # the folded Events panel
     await rows.first.locator("summary").click()
     assert await rows.first.locator("pre").inner_text() != ""
+
+
+async def test_a_checkpoints_state_is_edited_and_forked_with_the_parent_shown_on_both(
+    page: Any, serve: Callable[..., Served]
+) -> None:
+    from tests.studio.graphs import ticket_graph
+
+    served = serve(ticket_graph())
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.fill("#run-input", '{"text": "my invoice"}')
+    await page.click("#start-run")
+    await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
+    parent = await page.inner_text("#run-id")
+    await page.click("#runs-panel summary")
+    await page.click(f"#runs-list li[data-run-id='{parent}']", timeout=10_000)
+    after_classify = page.locator("#history li", has_text="at classify")
+    await after_classify.locator("button[data-edit-checkpoint-id]").click()
+    editor = after_classify.locator(".cp-editor textarea")
+    await editor.wait_for(timeout=10_000)
+    state = json.loads(await editor.input_value())
+    assert state["category"] == "billing"
+    await editor.fill(json.dumps({**state, "category": "refunds"}))
+    await page.screenshot(path=str(ARTIFACTS / "studio-edit-fork.png"), full_page=True)
+    await after_classify.locator("button.cp-fork-edited").click()
+    await page.wait_for_function(
+        f"document.getElementById('run-id').textContent !== {json.dumps(parent)}"
+    )
+    await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
+    assert "refunds" in await page.inner_text("#interrupt-payload")
+    lineage = await page.inner_text("#run-lineage")
+    assert lineage.startswith(f"forked from {parent} at step ")
+    fork = await page.inner_text("#run-id")
+
+    await page.click("#run-lineage a.parent-run")  # back to the parent: it lists its fork
+    await page.wait_for_function(
+        f"document.getElementById('run-id').textContent === {json.dumps(parent)}"
+    )
+    link = page.locator(f"#run-lineage a.fork-run[data-run-id='{fork}']")
+    await link.wait_for(timeout=10_000)
+    assert (await page.inner_text("#run-lineage")).startswith("forks: ")

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from tests.studio.conftest import Served
-from tests.studio.graphs import chat_graph
+from tests.studio.graphs import chat_graph, ticket_graph
 
 JSON = {"Content-Type": "application/json"}
 
@@ -61,3 +61,76 @@ def test_a_live_run_keeps_prompts_and_replies_only_with_capture_on(serve: Any) -
     assert "text" not in finished
     assert finished["input_tokens"] > 0  # usage and timings are kept all the same
     assert "hello owls" not in json.dumps([started, finished])
+
+
+def wait_status(served: Served, run_id: str, status: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    while True:
+        run: dict[str, Any] = httpx.get(f"{served.url}/api/runs/{run_id}").json()
+        if run["status"] == status:
+            return run
+        assert time.monotonic() < deadline, f"run {run_id} is {run['status']}, not {status}"
+        time.sleep(0.05)
+
+
+def post(served: Served, path: str, body: Any) -> httpx.Response:
+    return httpx.post(f"{served.url}{path}", content=json.dumps(body), headers=JSON)
+
+
+def test_a_fork_with_an_edited_state_records_its_parent_on_both_runs(serve: Any) -> None:
+    served = serve(ticket_graph())
+    parent = post(served, "/api/runs", {"input": {"text": "my invoice"}}).json()["run_id"]
+    wait_status(served, parent, "interrupted")
+    history = httpx.get(f"{served.url}/api/runs/{parent}/history").json()
+    after_classify = next(cp for cp in history if cp["node"] == "classify")
+    at = httpx.get(
+        f"{served.url}/api/runs/{parent}/checkpoints/{after_classify['checkpoint_id']}"
+    ).json()
+    assert at["state"]["category"] == "billing"
+    assert at["step"] == after_classify["step"]
+
+    reply = post(
+        served,
+        f"/api/runs/{parent}/fork",
+        {"checkpoint_id": after_classify["checkpoint_id"], "update": {"category": "refunds"}},
+    )
+    assert reply.status_code == 201, reply.text
+    fork = reply.json()
+    assert fork["forked_from"] == {
+        "run_id": parent,
+        "checkpoint_id": after_classify["checkpoint_id"],
+        "step": after_classify["step"],
+    }
+    waiting = wait_status(served, fork["run_id"], "interrupted")
+    # The edit reached the node that ran after it: the question carries the new category.
+    assert waiting["interrupts"][0]["payload"] == {"category": "refunds"}
+    assert waiting["state"]["category"] == "refunds"
+    assert waiting["forked_from"]["run_id"] == parent
+    shown = httpx.get(f"{served.url}/api/runs/{parent}").json()
+    assert shown["forks"] == [
+        {
+            "run_id": fork["run_id"],
+            "checkpoint_id": after_classify["checkpoint_id"],
+            "step": after_classify["step"],
+        }
+    ]
+    assert shown["forked_from"] is None
+    assert shown["state"]["category"] == "billing"  # the parent is untouched
+
+
+def test_a_bad_edit_or_checkpoint_gets_a_clear_4xx(serve: Any) -> None:
+    served = serve(ticket_graph())
+    parent = post(served, "/api/runs", {"input": {"text": "my invoice"}}).json()["run_id"]
+    wait_status(served, parent, "interrupted")
+    first = httpx.get(f"{served.url}/api/runs/{parent}/history").json()[-1]["checkpoint_id"]
+    reply = post(served, f"/api/runs/{parent}/fork", {"checkpoint_id": first, "update": [1]})
+    assert reply.status_code == 400
+    assert "update must be an object" in reply.json()["error"]
+    reply = post(
+        served, f"/api/runs/{parent}/fork", {"checkpoint_id": first, "update": {"category": 5}}
+    )
+    assert reply.status_code == 422, reply.text
+    assert "does not fit" in reply.json()["error"]
+    reply = httpx.get(f"{served.url}/api/runs/{parent}/checkpoints/nope")
+    assert reply.status_code == 404
+    assert "has no checkpoint 'nope'" in reply.json()["error"]

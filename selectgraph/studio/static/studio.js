@@ -127,6 +127,7 @@ function updateUsage() {
 function follow(runId, described) {
   state.live = described ? described.live !== false : true;
   resetRun(runId);
+  showLineage(described);
   if (described) {
     setStatus(described.status);
     showInterrupt(described.interrupts);
@@ -404,15 +405,91 @@ async function showHistory(runId) {
         const run = await api(`api/runs/${encodeURIComponent(runId)}/fork`, {
           body: { checkpoint_id: cp.checkpoint_id },
         });
-        follow(run.run_id);
+        follow(run.run_id, run);
       } catch (error) {
         showError(error.message);
       }
     };
-    item.appendChild(fork);
+    const edit = document.createElement("button");
+    edit.type = "button";
+    edit.textContent = "edit state & fork";
+    edit.dataset.editCheckpointId = cp.checkpoint_id;
+    edit.onclick = () => editCheckpoint(runId, cp, item);
+    item.append(fork, edit);
     list.appendChild(item);
   }
   box.appendChild(list);
+}
+
+// The state at a checkpoint as JSON to edit; the fields changed are the fork's update.
+async function editCheckpoint(runId, cp, item) {
+  const old = item.querySelector(".cp-editor");
+  if (old) { old.remove(); return; }
+  let found;
+  try {
+    found = await api(`api/runs/${encodeURIComponent(runId)}/checkpoints/${encodeURIComponent(cp.checkpoint_id)}`);
+  } catch (error) {
+    showError(error.message);
+    return;
+  }
+  const editor = document.createElement("div");
+  editor.className = "cp-editor";
+  const text = document.createElement("textarea");
+  text.rows = 8;
+  text.value = JSON.stringify(found.state, null, 2);
+  const go = document.createElement("button");
+  go.type = "button";
+  go.className = "cp-fork-edited";
+  go.textContent = "fork with this state";
+  go.onclick = async () => {
+    let edited;
+    try { edited = JSON.parse(text.value); } catch (error) { showError(`the state is not JSON: ${error.message}`); return; }
+    if (!edited || typeof edited !== "object" || Array.isArray(edited)) { showError("the state must be a JSON object"); return; }
+    const update = {};
+    for (const [key, value] of Object.entries(edited)) {
+      if (JSON.stringify(value) !== JSON.stringify(found.state[key])) update[key] = value;
+    }
+    try {
+      const run = await api(`api/runs/${encodeURIComponent(runId)}/fork`, {
+        body: { checkpoint_id: cp.checkpoint_id, update },
+      });
+      follow(run.run_id, run);
+    } catch (error) {
+      showError(error.message);
+    }
+  };
+  editor.append(text, go);
+  item.appendChild(editor);
+}
+
+// Which run this one was forked from (and at which step), and the forks made from it.
+function showLineage(described) {
+  const box = $("run-lineage");
+  box.textContent = "";
+  const parent = described && described.forked_from;
+  if (parent) {
+    const link = document.createElement("a");
+    link.href = "#";
+    link.className = "parent-run";
+    link.dataset.runId = parent.run_id || "";
+    link.textContent = parent.run_id || parent.checkpoint_id;
+    link.onclick = (event) => { event.preventDefault(); if (parent.run_id) openRun(parent.run_id); };
+    box.append("forked from ", link, ` at step ${parent.step ?? "?"}`);
+  }
+  const forks = (described && described.forks) || [];
+  if (forks.length) {
+    box.append(parent ? "; forks: " : "forks: ");
+    forks.forEach((fork, index) => {
+      const link = document.createElement("a");
+      link.href = "#";
+      link.className = "fork-run";
+      link.dataset.runId = fork.run_id;
+      link.textContent = `${fork.run_id} (step ${fork.step})`;
+      link.onclick = (event) => { event.preventDefault(); openRun(fork.run_id); };
+      if (index) box.append(", ");
+      box.append(link);
+    });
+  }
 }
 
 // ------------------------------------------------------------------ threads
