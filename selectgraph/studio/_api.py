@@ -23,6 +23,7 @@ from selectgraph.build._input import MAX_INPUT_DEPTH, input_field_of, json_depth
 from selectgraph.compile._mermaid import mermaid_layout
 from selectgraph.core._errors import ThreadIdError
 from selectgraph.persistence._threads import check_thread_id
+from selectgraph.studio._compare import compare_runs
 from selectgraph.studio._fork import fork_edited
 from selectgraph.studio._runs import RunManager, StudioError
 from selectgraph.studio._threads import ThreadDesk
@@ -156,6 +157,18 @@ class Api:
     async def cancel(self, request: Request) -> Response:
         run = self.manager.cancel(_path_run_id(request))
         return JSONResponse(run.describe(), status_code=202)
+
+    async def compare(self, request: Request) -> Response:
+        """``?a=RUN&b=RUN``: the two runs side by side."""
+        ids = []
+        for key in ("a", "b"):
+            value = request.query_params.get(key)
+            if not value:
+                raise StudioError(
+                    400, f"compare needs two runs: ?a=RUN_ID&b=RUN_ID ({key} is missing)"
+                )
+            ids.append(_storable(value))
+        return JSONResponse(await asyncio.to_thread(compare_runs, self.manager, *ids))
 
     async def history(self, request: Request) -> Response:
         run_id = _path_run_id(request)

@@ -17,6 +17,8 @@ Routes (all JSON unless said otherwise):
   {field: value}}`` (the edit merged into the fork's state first); ``POST
   /api/runs/{id}/cancel``. A run's description says which run and step it was forked
   from (``forked_from``) and the forks made from it (``forks``).
+- ``GET /api/compare?a=RUN&b=RUN``: two runs side by side (path, tokens, cost,
+  duration, and their final states' differences).
 - ``GET /api/threads`` (``?metadata=key=value``, ``?limit=``); ``GET /api/threads/{id}``:
   its conversation, runs and questions; ``POST /api/threads/{id}/runs`` ``{"input": ...,
   "strategy": "reject" | "enqueue" | "interrupt" | "rollback"}``: the next message.
@@ -122,6 +124,7 @@ def create_app(
         Route("/api/runs/{run_id}/cancel", api.cancel, methods=["POST"]),
         Route("/api/runs/{run_id}/history", api.history),
         Route("/api/runs/{run_id}/checkpoints/{checkpoint_id}", api.checkpoint),
+        Route("/api/compare", api.compare),
         Route("/api/threads", api.threads),
         # Thread ids may hold "/": the path converter takes them whole.
         Route("/api/threads/{thread_id:path}/runs", api.send, methods=["POST"]),

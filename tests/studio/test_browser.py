@@ -493,3 +493,35 @@ async def test_a_checkpoints_state_is_edited_and_forked_with_the_parent_shown_on
     link = page.locator(f"#run-lineage a.fork-run[data-run-id='{fork}']")
     await link.wait_for(timeout=10_000)
     assert (await page.inner_text("#run-lineage")).startswith("forks: ")
+
+
+async def test_two_runs_are_picked_and_compared_side_by_side(
+    page: Any, serve: Callable[..., Served]
+) -> None:
+    from tests.studio.graphs import ticket_graph
+
+    served = serve(ticket_graph())
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    for text, answer in (("my invoice", "yes"), ("hello", "no")):
+        await page.fill("#run-input", json.dumps({"text": text}))
+        await page.click("#start-run")
+        await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
+        await page.fill("#interrupt-answer", answer)
+        await page.click("#interrupt-submit")
+        await page.wait_for_selector("body[data-run-status=done]", timeout=30_000)
+    await page.click("#runs-panel summary")
+    picks = page.locator("#runs-list .compare-pick")
+    await picks.nth(1).wait_for(timeout=10_000)
+    await picks.nth(0).check()
+    await picks.nth(1).check()
+    await page.click("#compare-runs")
+    table = page.locator("#compare-table")
+    await table.wait_for(timeout=10_000)
+    path = await table.locator("tr[data-row=path] td").all_inner_texts()
+    assert path == ["classify → approve", "classify → approve"]
+    category = await table.locator("tr[data-row='state.category'] td").all_inner_texts()
+    assert sorted(category) == ['"billing"', '"general"']
+    assert await table.locator("tr[data-row='state.category'] td.differs").count() == 2
+    assert await table.locator("tr[data-row=duration] td").count() == 2
+    await page.screenshot(path=str(ARTIFACTS / "studio-compare.png"), full_page=True)

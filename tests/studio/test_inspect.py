@@ -134,3 +134,55 @@ def test_a_bad_edit_or_checkpoint_gets_a_clear_4xx(serve: Any) -> None:
     reply = httpx.get(f"{served.url}/api/runs/{parent}/checkpoints/nope")
     assert reply.status_code == 404
     assert "has no checkpoint 'nope'" in reply.json()["error"]
+
+
+def answered_run(served: Served, text: str, answer: str) -> str:
+    """A ticket run on ``text`` whose question is answered ``answer``, to its end."""
+    run_id: str = post(served, "/api/runs", {"input": {"text": text}}).json()["run_id"]
+    asked = wait_status(served, run_id, "interrupted")
+    post(
+        served,
+        f"/api/runs/{run_id}/resume",
+        {"interrupt_id": asked["interrupts"][0]["id"], "answer": answer},
+    )
+    wait_status(served, run_id, "done")
+    return run_id
+
+
+def test_two_runs_are_compared_path_usage_time_and_state(serve: Any) -> None:
+    served = serve(ticket_graph())
+    first = answered_run(served, "my invoice", "yes")
+    second = answered_run(served, "hello", "no")
+    compared = httpx.get(f"{served.url}/api/compare", params={"a": first, "b": second}).json()
+    a, b = compared["a"], compared["b"]
+    assert (a["run_id"], b["run_id"]) == (first, second)
+    assert a["path"] == b["path"] == ["classify", "approve"]
+    assert a["steps"] == 2
+    assert (a["status"], b["status"]) == ("done", "done")
+    assert compared["state_differences"] == {
+        "__last_output__": {"a": "approved=True", "b": "approved=False"},
+        "approved": {"a": True, "b": False},
+        "category": {"a": "billing", "b": "general"},
+        "text": {"a": "my invoice", "b": "hello"},
+    }
+    for side in (a, b):
+        assert side["duration_s"] >= 0
+        assert side["input_tokens"] == side["llm_calls"] == 0
+
+
+def test_a_compare_of_llm_runs_counts_their_tokens_and_checks_its_runs(serve: Any) -> None:
+    served = serve(chat_graph())
+    runs = []
+    for text in ("hi", "a much longer message than the first one"):
+        finished_events(served, text)
+        runs.append(httpx.get(f"{served.url}/api/runs").json()[0]["run_id"])
+    compared = httpx.get(f"{served.url}/api/compare", params={"a": runs[0], "b": runs[1]}).json()
+    assert compared["a"]["llm_calls"] == compared["b"]["llm_calls"] == 1
+    assert compared["a"]["input_tokens"] < compared["b"]["input_tokens"]
+    assert compared["a"]["path"] == ["assistant"]
+    missing = httpx.get(f"{served.url}/api/compare", params={"a": runs[0], "b": "nope"})
+    assert missing.status_code == 404
+    assert "no run 'nope'" in missing.json()["error"]
+    half = httpx.get(f"{served.url}/api/compare", params={"a": runs[0]})
+    assert half.status_code == 400
+    assert "b is missing" in half.json()["error"]

@@ -364,7 +364,13 @@ async function listRuns() {
   try {
     for (const run of await api("api/runs")) {
       const item = document.createElement("li");
-      item.textContent = `${run.run_id} (${run.status})${run.thread_id ? " on thread " + run.thread_id : ""}`;
+      const pick = document.createElement("input");
+      pick.type = "checkbox";
+      pick.className = "compare-pick";
+      pick.title = "pick two runs to compare";
+      pick.value = run.run_id;
+      pick.onclick = (event) => event.stopPropagation();
+      item.append(pick, `${run.run_id} (${run.status})${run.thread_id ? " on thread " + run.thread_id : ""}`);
       item.dataset.runId = run.run_id;
       item.onclick = () => openRun(run.run_id);
       list.appendChild(item);
@@ -492,6 +498,69 @@ function showLineage(described) {
   }
 }
 
+// ------------------------------------------------------------------ comparing two runs
+async function compareRuns() {
+  const picked = [...document.querySelectorAll("#runs-list .compare-pick:checked")].map((p) => p.value);
+  if (picked.length !== 2) { showError(`pick two runs to compare (${picked.length} picked)`); return; }
+  let result;
+  try {
+    result = await api(`api/compare?a=${encodeURIComponent(picked[0])}&b=${encodeURIComponent(picked[1])}`);
+  } catch (error) {
+    showError(error.message);
+    return;
+  }
+  showError("");
+  showComparison(result);
+}
+
+function cell(row, text, className) {
+  const td = document.createElement(row.children.length ? "td" : "th");
+  td.textContent = text;
+  if (className) td.className = className;
+  row.appendChild(td);
+}
+
+function showComparison(result) {
+  const view = $("compare-view");
+  view.textContent = "";
+  view.classList.remove("hidden");
+  const table = document.createElement("table");
+  table.id = "compare-table";
+  const duration = (s) => (s == null ? "?" : `${s.toFixed(2)}s`);
+  const rows = [
+    ["run", (r) => r.run_id],
+    ["status", (r) => r.status],
+    ["path", (r) => r.path.join(" → ") || "(no nodes)"],
+    ["steps", (r) => String(r.steps)],
+    ["tokens", (r) => `${r.input_tokens} in / ${r.output_tokens} out (${r.llm_calls} calls)`],
+    ["cost", (r) => `$${r.cost_usd.toFixed(4)}`],
+    ["duration", (r) => duration(r.duration_s)],
+  ];
+  for (const [name, show] of rows) {
+    const row = document.createElement("tr");
+    row.dataset.row = name;
+    cell(row, name);
+    const a = show(result.a), b = show(result.b);
+    cell(row, a, a !== b && name !== "run" ? "differs" : "");
+    cell(row, b, a !== b && name !== "run" ? "differs" : "");
+    table.appendChild(row);
+  }
+  for (const [key, values] of Object.entries(result.state_differences)) {
+    const row = document.createElement("tr");
+    row.dataset.row = `state.${key}`;
+    cell(row, `state.${key}`);
+    cell(row, JSON.stringify(values.a), "differs");
+    cell(row, JSON.stringify(values.b), "differs");
+    table.appendChild(row);
+  }
+  const heading = document.createElement("h3");
+  heading.textContent = "Two runs compared";
+  const same = document.createElement("p");
+  same.className = "compare-same";
+  same.textContent = result.same.length ? `same state: ${result.same.join(", ")}` : "";
+  view.append(heading, table, same);
+}
+
 // ------------------------------------------------------------------ threads
 async function listThreads() {
   const list = $("threads-list");
@@ -585,6 +654,7 @@ window.addEventListener("DOMContentLoaded", async () => {
   $("cancel-run").onclick = cancelRun;
   $("interrupt-form").onsubmit = answer;
   $("refresh-runs").onclick = listRuns;
+  $("compare-runs").onclick = compareRuns;
   $("runs-panel").addEventListener("toggle", (e) => { if (e.target.open) listRuns(); });
   $("refresh-threads").onclick = listThreads;
   $("threads-panel").addEventListener("toggle", (e) => { if (e.target.open) listThreads(); });
