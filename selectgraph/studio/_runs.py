@@ -291,6 +291,9 @@ class RunManager:
             described["state"] = json_value(dict(snapshot.values))
             described["next"] = list(snapshot.next)
             described["checkpoint_id"] = snapshot.checkpoint_id
+            head = self.store.head(run_id)
+            if head is not None:  # the steps completed, as ``selectgraph runs`` counts them
+                described["step"] = head.step
         return described
 
     def listing(self, limit: int = 100) -> builtins.list[dict[str, Any]]:
@@ -299,6 +302,9 @@ class RunManager:
             run.describe()
             for run in sorted(self.runs.values(), key=lambda r: r.started, reverse=True)
         ]
+        for item in listed:
+            head = self.store.head(item["run_id"])
+            item["step"] = None if head is None else head.step
         seen = set(self.runs)
         for run_id in self.store.runs(limit=limit):
             if run_id in seen:
@@ -312,6 +318,7 @@ class RunManager:
                     "interrupts": interrupts,
                     "live": False,
                     "thread_id": None if head is None else head.metadata.get("thread_id"),
+                    "step": None if head is None else head.step,
                 }
             )
         return listed[:limit]

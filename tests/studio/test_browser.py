@@ -274,7 +274,10 @@ async def test_a_run_made_by_another_process_shows_its_timeline_and_is_answered(
         == "paused"
     )
     assert await page.inner_text("#run-status") == "interrupted"
-    assert await page.inner_text("#run-step") == "2"
+    # Paused at its question after one step, as `selectgraph runs list` says (step 1).
+    assert await page.inner_text("#run-step") == "1"
+    assert await page.locator("#steps li").count() == 1
+    assert "step 1" in await page.inner_text("#runs-list li[data-run-id=far]")
     kinds = await page.eval_on_selector_all(
         "#events li", "items => items.map(i => i.dataset.event)"
     )

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,6 +17,7 @@ from tests.studio.conftest import Served
 from tests.studio.graphs import chat_graph, ticket_graph
 
 JSON = {"Content-Type": "application/json"}
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def finished_events(served: Served, text: str) -> list[dict[str, Any]]:
@@ -186,3 +192,34 @@ def test_a_compare_of_llm_runs_counts_their_tokens_and_checks_its_runs(serve: An
     half = httpx.get(f"{served.url}/api/compare", params={"a": runs[0]})
     assert half.status_code == 400
     assert "b is missing" in half.json()["error"]
+
+
+def test_a_pauses_step_is_the_one_the_cli_prints(serve: Any, tmp_path: Path) -> None:
+    from selectgraph import SQLiteCheckpointStore
+
+    db = tmp_path / "runs.db"
+    made = subprocess.run(
+        [sys.executable, "-m", "tests.studio.elsewhere", "ticket", str(db), "far"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "selectgraph", "runs", "show", "far", "--store", str(db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert shown.returncode == 0, shown.stderr
+    said = re.search(r"interrupted at step (\d+)", shown.stdout)
+    assert said is not None, shown.stdout
+    served = serve(ticket_graph(), store=SQLiteCheckpointStore(db))
+    listed = httpx.get(f"{served.url}/api/runs").json()
+    assert [(r["run_id"], r["step"]) for r in listed] == [("far", int(said[1]))]
+    assert httpx.get(f"{served.url}/api/runs/far").json()["step"] == int(said[1])

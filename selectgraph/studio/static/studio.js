@@ -130,6 +130,7 @@ function follow(runId, described) {
   showLineage(described);
   if (described) {
     setStatus(described.status);
+    setStep(described.step);
     showInterrupt(described.interrupts);
     if (described.state) $("state-view").textContent = JSON.stringify(described.state, null, 2);
     if (described.event_log === false) return; // a store without event logs: no timeline
@@ -195,7 +196,9 @@ function handle(record) {
       }
       break;
     case "NodeFinished":
-      if (top) {
+      if (top && record.outcome === "interrupted") {
+        setNode(record.node, "paused"); // not a step yet: it is one once answered
+      } else if (top) {
         setNode(record.node, record.outcome === "success" ? "done" : "failed");
         addStep(record);
       }
@@ -215,9 +218,13 @@ function handle(record) {
       setNode(record.node_path[0] || record.node, "paused");
       break;
     case "CheckpointSaved":
+      // Steps are counted as the store and the CLI count them: the steps completed,
+      // which is the step of the run's last checkpoint.
+      if (top) setStep(record.step);
       if (top && record.state) stateOfLastStep(record.state);
       break;
     case "RunPaused":
+      if (top) setStep(record.step);
       setStatus(record.reason === "interrupt" ? "interrupted" : "paused");
       for (const name of record.next || []) setNode(name, "paused");
       if (record.summary) showInterrupt(record.summary.interrupts);
@@ -228,6 +235,7 @@ function handle(record) {
       showInterrupt(null);
       break;
     case "RunFinished":
+      if (top) setStep(record.steps);
       setStatus(record.stop_reason === "end" ? "done" : record.stop_reason);
       showInterrupt(null);
       if (record.summary) streamText("result", `\n${JSON.stringify(record.summary.content, null, 2)}`);
@@ -270,10 +278,15 @@ function streamText(who, text) {
   box.scrollTop = box.scrollHeight;
 }
 
+function setStep(step) {
+  if (typeof step === "number") $("run-step").textContent = String(step);
+}
+
 function addStep(record) {
   state.steps.push(record);
-  $("run-step").textContent = String(record.step);
   const item = document.createElement("li");
+  item.value = record.step;
+  item.dataset.step = String(record.step);
   const changed = Object.keys(record.update || {});
   item.textContent = `${record.node}${changed.length ? ": " + changed.join(", ") : ""}`;
   item.onclick = () => showStep(state.steps.indexOf(record), item);
@@ -370,7 +383,8 @@ async function listRuns() {
       pick.title = "pick two runs to compare";
       pick.value = run.run_id;
       pick.onclick = (event) => event.stopPropagation();
-      item.append(pick, `${run.run_id} (${run.status})${run.thread_id ? " on thread " + run.thread_id : ""}`);
+      const at = typeof run.step === "number" ? `, step ${run.step}` : "";
+      item.append(pick, `${run.run_id} (${run.status}${at})${run.thread_id ? " on thread " + run.thread_id : ""}`);
       item.dataset.runId = run.run_id;
       item.onclick = () => openRun(run.run_id);
       list.appendChild(item);
