@@ -25,6 +25,7 @@ from selectgraph.core._errors import ThreadIdError
 from selectgraph.persistence._threads import check_thread_id
 from selectgraph.studio._compare import compare_runs
 from selectgraph.studio._fork import fork_edited
+from selectgraph.studio._reload import Reloader
 from selectgraph.studio._runs import RunManager, StudioError
 from selectgraph.studio._threads import ThreadDesk
 
@@ -43,12 +44,22 @@ class Api:
     """The handlers, bound to one graph and its runs."""
 
     def __init__(
-        self, graph: AgentGraph, manager: RunManager, *, max_body: int = DEFAULT_MAX_BODY
+        self,
+        graph: AgentGraph,
+        manager: RunManager,
+        *,
+        max_body: int = DEFAULT_MAX_BODY,
+        reloader: Reloader | None = None,
     ) -> None:
-        self.graph = graph
+        self.reloader = reloader
         self.manager = manager
         self.desk = ThreadDesk(manager)
         self.max_body = max_body
+
+    @property
+    def graph(self) -> AgentGraph:
+        """The graph served now (a hot reload swaps it on the manager)."""
+        return self.manager.graph
 
     async def page(self, request: Request) -> Response:
         page = (STATIC / "index.html").read_text(encoding="utf-8")
@@ -63,6 +74,9 @@ class Api:
                 "entry": compiled.entry,
                 "input_field": input_field_of(self.graph),
                 "capture_content": self.manager.capture_content,
+                "reload": self.reloader is not None,
+                "version": 1 if self.reloader is None else self.reloader.version,
+                "reload_error": None if self.reloader is None else self.reloader.error,
                 "mermaid": layout.text,
                 "ids": layout.ids,
                 "links": [

@@ -38,6 +38,8 @@ Bearer``, or the cookie the page sets from ``/?token=``). Writes need
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -55,6 +57,7 @@ from selectgraph.build._builder import AgentGraph
 from selectgraph.persistence._memory import InMemoryCheckpointStore
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.studio._api import DEFAULT_MAX_BODY, STATIC, Api
+from selectgraph.studio._reload import Reloader
 from selectgraph.studio._runs import RunManager, StudioError
 
 __all__ = ["TOKEN_COOKIE", "create_app"]
@@ -77,6 +80,8 @@ def create_app(
     poll_interval: float = 0.25,
     max_body: int = DEFAULT_MAX_BODY,
     capture_content: bool = False,
+    reload: bool = False,
+    reload_interval: float = 0.5,
 ) -> Starlette:
     """The studio for ``graph``.
 
@@ -94,6 +99,13 @@ def create_app(
             their tools' arguments and results, for the page to show (and in the
             store's event log, as ``event_log="content"`` does). Off by default: a
             prompt may hold what should not be kept.
+        reload: Import the graph's module again when its file changes, keeping the
+            store and the runs (the graph must be a global of an imported module).
+        reload_interval: Seconds between looks at the module's file, with ``reload``.
+
+    Raises:
+        ValueError: ``max_body`` is not a positive integer, or ``reload`` is asked
+            for a graph that is no module's global.
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, got {max_body!r}")
@@ -106,12 +118,21 @@ def create_app(
         capture_content=capture_content,
     )
 
+    reloader = Reloader(manager, reload_interval) if reload else None
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await manager.close()
+        watcher = None if reloader is None else asyncio.create_task(reloader.watch())
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+            await manager.close()
 
-    api = Api(graph, manager, max_body=max_body)
+    api = Api(graph, manager, max_body=max_body, reloader=reloader)
     routes = [
         Route("/", api.page),
         Route("/favicon.ico", _no_icon),

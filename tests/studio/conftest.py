@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,3 +66,39 @@ def serve() -> Iterator[Callable[..., Served]]:
     yield start
     for served in started:
         served.__exit__()
+
+
+GRAPH_MODULE = """
+from selectgraph import END, AgentGraph
+
+graph = AgentGraph("hot")
+graph.add_node("first", lambda state: {{"seen": "first"}}, next_node={follower})
+{more}
+"""
+SECOND = 'graph.add_node("second", lambda state: {"seen": "second"}, next_node=END)'
+
+
+def write_module(path: Path, *, second: bool, broken: bool = False) -> None:
+    """The graph module: ``first`` alone, or ``first`` then ``second``; or a syntax error."""
+    text = GRAPH_MODULE.format(
+        follower='"second"' if second else "END", more=SECOND if second else ""
+    )
+    # Written aside and moved in whole, so a watcher never reads it half written; its
+    # time moved on, so it looks changed within the file system's time resolution.
+    draft = path.with_suffix(".draft")
+    draft.write_text(text + ("def broken(:\n" if broken else ""))
+    stamp = (path.stat().st_mtime if path.exists() else time.time()) + 2
+    os.utime(draft, (stamp, stamp))
+    draft.replace(path)
+
+
+@pytest.fixture
+def hot_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Any]]:
+    """A graph module written to ``tmp_path`` and imported, under a name of its own."""
+    name = f"hot_{tmp_path.name.replace('-', '_')}"
+    path = tmp_path / f"{name}.py"
+    write_module(path, second=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    yield path, module
+    sys.modules.pop(name, None)

@@ -528,3 +528,31 @@ async def test_two_runs_are_picked_and_compared_side_by_side(
     assert await table.locator("tr[data-row='state.category'] td.differs").count() == 2
     assert await table.locator("tr[data-row=duration] td").count() == 2
     await page.screenshot(path=str(ARTIFACTS / "studio-compare.png"), full_page=True)
+
+
+async def test_hot_reload_draws_the_changed_graph_and_keeps_the_runs(
+    page: Any, serve: Callable[..., Served], hot_module: tuple[Path, Any]
+) -> None:
+    from tests.studio.conftest import write_module
+
+    path, module = hot_module
+    served = serve(module.graph, reload=True, reload_interval=0.05)
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.fill("#run-input", "{}")
+    await page.click("#start-run")
+    await page.wait_for_selector("body[data-run-status=done]", timeout=30_000)
+    before = await page.inner_text("#run-id")
+    assert await page.locator("#diagram g.node[data-sg-node=second]").count() == 0
+
+    write_module(path, second=True)
+    await page.wait_for_selector("#diagram g.node[data-sg-node=second]", timeout=30_000)
+    assert await page.get_attribute("body", "data-graph-version") == "2"
+    await page.fill("#run-input", "{}")
+    await page.click("#start-run")
+    await page.wait_for_selector(
+        "#diagram g.node[data-sg-node=second][data-sg-state=done]", timeout=30_000
+    )
+    await page.click("#runs-panel summary")
+    await page.wait_for_selector(f"#runs-list li[data-run-id='{before}']", timeout=10_000)
+    await page.screenshot(path=str(ARTIFACTS / "studio-reloaded.png"), full_page=True)

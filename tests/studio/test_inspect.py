@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.studio.conftest import Served
+from tests.studio.conftest import Served, write_module
 from tests.studio.graphs import chat_graph, ticket_graph
 
 JSON = {"Content-Type": "application/json"}
@@ -223,3 +224,48 @@ def test_a_pauses_step_is_the_one_the_cli_prints(serve: Any, tmp_path: Path) -> 
     listed = httpx.get(f"{served.url}/api/runs").json()
     assert [(r["run_id"], r["step"]) for r in listed] == [("far", int(said[1]))]
     assert httpx.get(f"{served.url}/api/runs/far").json()["step"] == int(said[1])
+
+
+def wait_graph(served: Served, check: Any) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    while True:
+        info: dict[str, Any] = httpx.get(f"{served.url}/api/graph").json()
+        if check(info):
+            return info
+        assert time.monotonic() < deadline, f"the graph did not change: {info}"
+        time.sleep(0.05)
+
+
+def test_a_changed_graph_module_is_reloaded_keeping_the_runs(
+    serve: Any, hot_module: tuple[Path, Any]
+) -> None:
+    path, module = hot_module
+    served = serve(module.graph, reload=True, reload_interval=0.05)
+    info = httpx.get(f"{served.url}/api/graph").json()
+    assert (info["reload"], info["version"], set(info["nodes"])) == (True, 1, {"first"})
+    before = post(served, "/api/runs", {"input": {}}).json()["run_id"]
+    wait_status(served, before, "done")
+
+    write_module(path, second=True)
+    info = wait_graph(served, lambda i: i["version"] == 2)
+    assert set(info["nodes"]) == {"first", "second"}
+    after = post(served, "/api/runs", {"input": {}}).json()["run_id"]
+    assert wait_status(served, after, "done")["state"]["seen"] == "second"
+    listed = {r["run_id"] for r in httpx.get(f"{served.url}/api/runs").json()}
+    assert {before, after} <= listed  # the runs made before the reload are still there
+    assert httpx.get(f"{served.url}/api/runs/{before}").json()["state"]["seen"] == "first"
+
+    write_module(path, second=True, broken=True)
+    info = wait_graph(served, lambda i: i["reload_error"] is not None)
+    assert info["reload_error"].startswith("SyntaxError")
+    assert (info["version"], set(info["nodes"])) == (2, {"first", "second"})  # the old serves
+
+
+def test_reload_needs_a_graph_a_module_holds() -> None:
+    from selectgraph import END, AgentGraph
+    from selectgraph.studio import create_app
+
+    graph = AgentGraph("nowhere")
+    graph.add_node("only", lambda state: {}, next_node=END)
+    with pytest.raises(ValueError, match="global of an imported module"):
+        create_app(graph, reload=True)

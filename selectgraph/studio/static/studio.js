@@ -31,8 +31,11 @@ function showError(message) {
 }
 
 // ------------------------------------------------------------------ the diagram
-async function drawGraph() {
-  state.graph = await api("api/graph");
+async function drawGraph(info) {
+  state.graph = info || await api("api/graph");
+  state.nodes = {};
+  document.body.dataset.graphVersion = String(state.graph.version);
+  $("graph-name").textContent = state.graph.name;
   if (state.graph.input_field) {
     // Text goes to the graph's input field (the command line's convention too).
     $("run-input-label").textContent =
@@ -76,6 +79,20 @@ function resetDiagram() {
     delete g.dataset.sgBranch;
   }
   for (const link of state.links) if (link.path) delete link.path.dataset.sgTaken;
+}
+
+// With hot reload on, the server swaps in the graph when its module changes: redraw it.
+async function watchReload() {
+  let info;
+  try { info = await api("api/graph"); } catch { return; } // the server restarting: next time
+  if (info.reload_error && info.reload_error !== state.reloadError) {
+    showError(`the graph's module did not reload (the old graph still serves): ${info.reload_error}`);
+  }
+  state.reloadError = info.reload_error;
+  if (info.version !== state.graph.version) {
+    await drawGraph(info);
+    showError("");
+  }
 }
 
 // ------------------------------------------------------------------ a run's view
@@ -676,6 +693,7 @@ window.addEventListener("DOMContentLoaded", async () => {
   try {
     await drawGraph();
     document.body.dataset.ready = "true";
+    if (state.graph.reload) setInterval(watchReload, 1000);
   } catch (error) {
     showError(`cannot draw the graph: ${error.message}`);
   }
