@@ -445,6 +445,15 @@ async def test_the_events_panel_folds_a_nodes_text_chunks_into_one_row(
     await page.fill("#run-input", '{"topic": "sodium batteries"}')
     await page.click("#start-run")
     await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
+    # The parallel branches are bars side by side in time.
+    science = page.locator("#timeline .tl-row[data-node=science] .tl-bar")
+    market = page.locator("#timeline .tl-row[data-node=market] .tl-bar")
+    science_box, market_box = await science.bounding_box(), await market.bounding_box()
+    assert science_box is not None
+    assert market_box is not None
+    assert science_box["x"] < market_box["x"] + market_box["width"]
+    assert market_box["x"] < science_box["x"] + science_box["width"]  # they overlap
+    await page.screenshot(path=str(ARTIFACTS / "studio-timeline-newsroom.png"), full_page=True)
     rows = page.locator("#events li[data-event=NodeChunk]")
     counts = [int(c) for c in await rows.evaluate_all("rs => rs.map(r => r.dataset.chunks)")]
     assert counts

@@ -86,7 +86,9 @@ const Timeline = (() => {
         row.duration = ms;
         row.end = row.start === null ? ts : row.start + ms / 1000;
         row.outcome = record.outcome;
-        row.error = record.error || null;
+        // An interrupted visit's "error" is its question's id: the mark says it asked.
+        row.error = record.outcome === "interrupted" ? null : record.error || null;
+        if (record.outcome === "interrupted") row.interrupted = true;
         row.step = record.step;
         break;
       }
@@ -179,11 +181,11 @@ const Timeline = (() => {
       const facts = el("span", "tl-duration", ms(row.duration));
       line.append(label, track, facts);
       if (row.retries.length) {
-        const mark = el("span", "tl-retry", `↻ ${row.retries.length} retr${row.retries.length === 1 ? "y" : "ies"}`);
+        const mark = el("span", "tl-retry", `retried ${row.retries.length}×`);
         mark.title = row.retries.join("\n");
         line.appendChild(mark);
       }
-      if (row.interrupted) line.appendChild(el("span", "tl-interrupt", "⏸ asked"));
+      if (row.interrupted) line.appendChild(el("span", "tl-interrupt", "asked"));
       if (row.error) line.appendChild(el("span", "tl-error", row.error));
       box.appendChild(line);
       for (const call of row.calls) box.appendChild(drawCall(call, row.depth));
