@@ -57,8 +57,11 @@ class Guard:
         self.loopback_only = loopback_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # the lifespan
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # a websocket: no route takes one, and none passes unchecked
+            await send({"type": "websocket.close", "code": 1008})
             return
         headers = {key.lower(): value for key, value in scope.get("headers", [])}
         if self.loopback_only and not _loopback_host(headers.get(b"host", b"")):
@@ -95,10 +98,9 @@ class Guard:
         return hmac.compare_digest(given.strip(), self.token)
 
     def _declared_problem(self, declared: bytes) -> tuple[int, str] | None:
-        try:
-            length = int(declared)
-        except ValueError:
+        if not declared.isdigit():
             return 400, f"Content-Length is not a number: {declared[:40]!r}"
+        length = int(declared)
         if length > self.max_body:
             return 413, self._too_large_text()
         return None

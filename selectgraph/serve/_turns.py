@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -247,7 +247,7 @@ class ServedGraph:
 
     async def stream(
         self, message: str | Mapping[str, Any] | None, *, thread_id: str | None = None
-    ) -> AsyncIterator[str | Turn]:
+    ) -> AsyncGenerator[str | Turn, None]:
         """Text deltas as the graph's nodes stream them, then one final :class:`Turn`.
 
         Deltas come from every streaming node of the run (each agent's text as it is
@@ -283,6 +283,8 @@ class ServedGraph:
         except Exception as error:  # the run failed: answered as a 500, the thread kept
             raise _refusal(error, thread_id) from error
         finally:
+            if not task.done():  # the consumer stopped early (a client that went away)
+                task.cancel()
             running.discard(task)
             if not running:
                 self._running.pop(thread_id, None)

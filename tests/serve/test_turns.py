@@ -19,6 +19,7 @@ from selectgraph import (
     SQLiteCheckpointStore,
     append,
 )
+from selectgraph.observe import NodeChunk
 from selectgraph.serve import ServedGraph, ServeError, Turn
 from selectgraph.testing import ScriptedProvider
 
@@ -206,3 +207,31 @@ def test_a_store_without_threads_is_refused() -> None:
         ServedGraph(_chat(), store=NoThreads())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="AgentGraph"):
         ServedGraph("graph")  # type: ignore[arg-type]
+
+
+async def test_a_consumer_that_stops_early_stops_the_run() -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+    seen: list[str] = []
+
+    async def talk(state: Any, context: Any) -> dict[str, Any]:
+        context.publish(NodeChunk, node="talk", delta="first words")
+        entered.set()
+        await release.wait()
+        seen.append("finished")
+        return {"done": True}
+
+    graph = AgentGraph("talk")
+    graph.add_node("talk", talk, next_node=END)
+    served = ServedGraph(graph)
+
+    stream = served.stream("hi", thread_id="t")
+    first = await stream.__anext__()
+    await entered.wait()
+    await stream.aclose()  # what a server does when its client goes away
+    release.set()
+
+    assert first == "first words"
+    assert await served.cancel("t") is False  # nothing left running
+    again = await served.turn("again", thread_id="t")  # the thread is free at once
+    assert again.status == "done"
+    assert seen == ["finished"]  # only the second run got to its end
