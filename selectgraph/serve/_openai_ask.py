@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from starlette.requests import Request
 
@@ -72,9 +72,8 @@ class Ask:
         busy thread, a bad thread id) raises :class:`ServeError` there, before a byte
         of the answer is sent, so it is answered with its HTTP status.
         """
-        # An async generator (typed as an iterator by the core): closed when the answer ends.
-        items = self.served.stream(self.message, thread_id=self.thread_id)
-        return cast("AsyncGenerator[str | Turn, None]", items)
+        # An async generator, closed when the answer ends.
+        return self.served.stream(self.message, thread_id=self.thread_id)
 
     def headers(self) -> dict[str, str]:
         """The headers of every answer to this request."""
