@@ -84,7 +84,7 @@ async def call_model(
     call_id = f"llm-{next(_ids)}"
     recorder = where.recorder
     provider_name = getattr(provider, "name", type(provider).__name__)
-    recorder.record_delivering(
+    recorder.record_call(
         LLMCallStarted,
         where.step,
         where.node,
@@ -118,7 +118,7 @@ async def call_model(
     if control is not None:
         control.add(completion.usage)
     usage = completion.usage
-    recorder.record_delivering(
+    recorder.record_call(
         LLMCallFinished,
         where.step,
         where.node,

@@ -207,7 +207,8 @@ def log_entry(event: _events.GraphEvent, *, content: bool = False) -> dict[str, 
         ]
     completion = getattr(event, "completion", None)
     if completion is not None:
-        entry["text"] = json_value(getattr(completion, "text", None))
+        message = getattr(completion, "message", None)
+        entry["text"] = json_value(getattr(message, "text", None))
     result = getattr(event, "result", None)
     if isinstance(result, str):
         entry["tool_result"] = result

@@ -222,6 +222,7 @@ class EventRecorder:
         "_log",
         "_parent",
         "_wall_offset",
+        "keeps_content",
         "listener_errors",
         "live",
         "records_calls",
@@ -255,6 +256,9 @@ class EventRecorder:
         self.records_calls: bool = self.live or (parent is not None and parent.records_calls)
         """Whether agents record their model and tool calls: when someone listens, or
         the run keeps an event log (whose readers want them whoever listened)."""
+        self.keeps_content: bool = parent is not None and parent.keeps_content
+        """Whether model calls keep their request and completion in the log: for an
+        event log that stores content (``event_log="content"``: prompts, replies)."""
         # Steps already read perf_counter(); one anchor turns those readings
         # into wall-clock timestamps without a time.time() call per event.
         self._wall_offset = _wall_offset()
@@ -392,6 +396,23 @@ class EventRecorder:
         self._log.append(raw)
         if self.live:
             self._deliver(_build(raw, deliver_only))
+
+    def record_call(self, cls: type[GraphEvent], step: int, *values: Any, **content: Any) -> None:
+        """Record a model call's event, with its ``content`` (request, completion).
+
+        The content stays in the log only when the run stores content; listeners
+        always get it.
+        """
+        raw = (_code(cls), self._base, step, time.time(), *values)
+        if self.keeps_content:
+            event = _build(raw, content)
+            self._log.append(event)
+            if self.live:
+                self._deliver(event)
+            return
+        self._log.append(raw)
+        if self.live:
+            self._deliver(_build(raw, content))
 
     def emit(self, event: GraphEvent) -> None:
         """Record an already-built ``event`` and deliver it to every listener up the chain."""

@@ -114,6 +114,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
             if top:
                 if self.durable is not None and self.durable.event_log:
                     self.recorder.records_calls = True  # the log's readers want them
+                    self.recorder.keeps_content = self.durable.event_log == "content"
                 if self.resumed_from is None and not self.resumed_live:
                     self.recorder.record_delivering(RunStarted, 0, target, state=self.state)
                 else:

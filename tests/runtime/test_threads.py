@@ -446,3 +446,28 @@ def test_messages_given_as_messages_keep_their_ids(store: CheckpointStore) -> No
     given = Message.user("x").model_copy(update={"id": "m1"})
     result = graph.run({"messages": [given]}, thread_id="ids", checkpoint_store=store)
     assert result.state.data["messages"][0].id == "m1"
+
+
+def test_a_content_log_keeps_prompts_and_replies_and_a_plain_one_neither(
+    store: InMemoryCheckpointStore,
+) -> None:
+    def calls(run_id: str) -> dict[str, dict[str, Any]]:
+        return {
+            e.event["event"]: e.event
+            for e in store.read_events(run_id)
+            if e.event["event"].startswith("LLMCall")
+        }
+
+    graph = AgentGraph("ask")
+    graph.add_node(
+        "ask", Agent(provider=ScriptedProvider(["Owls hunt at night.", "Again."])), next_node=END
+    )
+
+    kept = calls(graph.run("owls?", checkpoint_store=store, event_log="content").run_id)
+    plain = calls(graph.run("owls?", checkpoint_store=store).run_id)
+
+    assert {"role": "user", "text": "owls?"} in kept["LLMCallStarted"]["messages"]
+    assert kept["LLMCallFinished"]["text"] == "Owls hunt at night."
+    assert "messages" not in plain["LLMCallStarted"]
+    assert "text" not in plain["LLMCallFinished"]
+    assert plain["LLMCallFinished"]["output_tokens"] > 0  # the call itself is always logged
