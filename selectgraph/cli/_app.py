@@ -175,6 +175,15 @@ def studio(
         int,
         typer.Option("--max-body", min=1, help="The largest request body read, in bytes (1 MiB)."),
     ] = 1 << 20,
+    capture_content: Annotated[
+        bool,
+        typer.Option(
+            "--capture-content", help="Keep the prompts and replies of the runs it starts."
+        ),
+    ] = False,
+    reload: Annotated[
+        bool, typer.Option("--reload", help="Reload the graph's module when its file changes.")
+    ] = False,
     allow: AllowOpt = None,
 ) -> None:
     """Serve the studio for GRAPH: watch runs live, answer questions, fork runs."""
@@ -194,6 +203,8 @@ def studio(
             store=checkpoints,
             token=token,
             max_body=max_body,
+            capture_content=capture_content,
+            reload=reload,
         )
     except ValueError as error:
         fail(str(error))

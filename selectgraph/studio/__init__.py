@@ -48,6 +48,8 @@ def serve(
     token: str | None = None,
     log_level: str = "warning",
     max_body: int = DEFAULT_MAX_BODY,
+    capture_content: bool = False,
+    reload: bool = False,
     **uvicorn_options: Any,
 ) -> None:
     """Serve the studio for ``graph`` until interrupted (Ctrl-C).
@@ -55,7 +57,9 @@ def serve(
     Bound to a loopback address it needs no token; bound elsewhere it needs one
     (``token``, or ``SELECTGRAPH_STUDIO_TOKEN``), and every request must carry it.
 
-    ``max_body`` is the largest request body read, in bytes (1 MiB by default).
+    ``max_body`` is the largest request body read, in bytes (1 MiB by default);
+    ``capture_content`` keeps the prompts and replies of the runs it starts;
+    ``reload`` re-imports the graph's module when its file changes.
 
     Raises:
         ValueError: a non-loopback ``host`` without a token, or a ``max_body`` below 1.
@@ -69,5 +73,13 @@ def serve(
             f"the studio would be reachable from other machines on {host}; give it a token "
             f"(--token, or {TOKEN_ENV}), for example {secrets.token_urlsafe(16)}"
         )
-    app = create_app(graph, store=store, token=token, loopback_only=loopback, max_body=max_body)
+    app = create_app(
+        graph,
+        store=store,
+        token=token,
+        loopback_only=loopback,
+        max_body=max_body,
+        capture_content=capture_content,
+        reload=reload,
+    )
     uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_options)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import logging
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ class Reloader:
             return False
         self.seen = now
         try:
-            module = importlib.reload(self.module)
+            module = _reload(self.module, self.path)
             graph = getattr(module, self.name, None)
             if graph is self.manager.graph:
                 # A reload runs in the module's old namespace: a file caught half
@@ -109,3 +110,19 @@ def _origin(graph: AgentGraph) -> tuple[ModuleType, str]:
         f"reload needs graph {graph.name!r} to be a global of an imported module "
         "(as `selectgraph studio module:graph` loads it); it was found in none"
     )
+
+
+def _reload(module: ModuleType, path: Path) -> ModuleType:
+    """``module`` imported again, in its own namespace (as ``importlib.reload`` does).
+
+    A module loaded from a file path (``selectgraph studio path/to/file.py``) has no
+    finder to find it again by name: its file is executed again instead.
+    """
+    try:
+        return importlib.reload(module)
+    except ModuleNotFoundError:
+        spec = importlib.util.spec_from_file_location(module.__name__, path)
+        if spec is None or spec.loader is None:
+            raise
+        spec.loader.exec_module(module)
+        return module
