@@ -159,9 +159,7 @@ def _add_plan(graph: AgentGraph, settings: LoopSettings, max_sections: int) -> N
     graph.add_node("fallback_plan", fallback_plan)
     fan_out = _fan_out_router(budget)
     for source in ("plan", "fallback_plan"):
-        graph.add_conditional_edge(
-            source, fan_out, ["research"], failure_mode="continue_others"
-        )
+        graph.add_conditional_edge(source, fan_out, ["research"], failure_mode="continue_others")
 
 
 def _fan_out_router(budget: ResearchBudget) -> Callable[[GraphState], list[Scatter]]:

@@ -12,7 +12,8 @@ import pytest
 
 from selectgraph import StoreError, StoreUnavailable
 from selectgraph.persistence import Checkpoint, PostgresCheckpointStore
-from selectgraph.persistence._postgres import DEFAULT_TIMEOUT, SCHEMA_VERSION
+from selectgraph.persistence._postgres import DEFAULT_TIMEOUT
+from selectgraph.persistence._postgres_sql import SCHEMA_VERSION
 from tests.persistence.conftest import POSTGRES_URL, drop_schema, postgres_or_skip
 
 
