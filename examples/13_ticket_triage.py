@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -164,7 +165,14 @@ def start_workers() -> list[subprocess.Popen[bytes]]:
                 break
         else:
             raise SystemExit(f"{name} did not start")
+        # Keep reading what it logs: a full pipe would block the worker mid-run.
+        threading.Thread(target=_pass_on, args=(process.stderr,), daemon=True).start()
     return processes
+
+
+def _pass_on(stream: Any) -> None:
+    for line in stream:
+        sys.stderr.buffer.write(line)
 
 
 def stop_workers(processes: list[subprocess.Popen[bytes]]) -> None:
