@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from selectgraph.core._branch import BranchRef
     from selectgraph.observe._steps import TraceStep
 
-__all__ = ["EventRecorder", "Listener", "Trace"]
+__all__ = ["EventRecorder", "Listener", "Trace", "wanted_types"]
 
 logger = logging.getLogger("selectgraph")
 
@@ -81,6 +81,24 @@ def _register_all(cls: type[GraphEvent]) -> None:
 
 _register_all(GraphEvent)
 _NODE_STARTED = _code(NodeStarted)
+_NODE_FINISHED = _code(NodeFinished)
+_LAST_CODES = frozenset(_code(cls) for cls in _LAST_EVENTS)
+"""Built and passed to ``run_ended`` even when no listener wants them."""
+
+Route = tuple[Listener, ...]
+"""The listeners of one event class, outermost graph's first."""
+
+
+def wanted_types(listener: Listener) -> tuple[type[GraphEvent], ...] | None:
+    """The event classes ``listener`` declared it wants (``event_types``); ``None``: all.
+
+    Read from the listener itself (a function given the attribute) or, for a bound
+    ``on_event``, from its observer.
+    """
+    types = getattr(listener, "event_types", None)
+    if types is None:
+        types = getattr(getattr(listener, "__self__", None), "event_types", None)
+    return None if types is None else tuple(types)
 
 
 def _expand(raw: RawEvent) -> tuple[GraphEvent, GraphEvent]:
@@ -88,48 +106,80 @@ def _expand(raw: RawEvent) -> tuple[GraphEvent, GraphEvent]:
     _, base, step, started, name, visit, finished, *rest = raw
     return (
         _build((_NODE_STARTED, base, step, started, name, visit)),
-        _build((_code(NodeFinished), base, step, finished, name, visit, *rest)),
+        _build((_NODE_FINISHED, base, step, finished, name, visit, *rest)),
     )
 
 
-_MAKERS: dict[tuple[int, int], Callable[[RawEvent], GraphEvent]] = {}
-"""A constructor per (event class, entry length): keyword arguments read straight from the
-entry, which halves what building an event for a listener costs."""
+Maker = Callable[[tuple[Any, ...], int, float, tuple[Any, ...]], GraphEvent]
+"""Builds an event from (base, step, timestamp, own values)."""
+
+_MAKERS: dict[tuple[int, int], Maker] = {}
+"""A constructor per (event class code, number of own values given)."""
 
 
-def _maker(code: int, length: int) -> Callable[[RawEvent], GraphEvent]:
+def _maker(code: int, given: int) -> Maker:
+    """A constructor that fills the event's slots one by one, skipping ``__init__``.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``
+    by name; setting the slots through their descriptors costs a third of that,
+    and building events is most of what watching a run costs. Classes this cannot
+    build (no slots of their own, a ``__post_init__``) go through ``__init__``.
+    """
     cls = _CLASSES[code]
-    own = ", ".join(f"{name}=raw[{4 + i}]" for i, name in enumerate(_own_fields(cls)[: length - 4]))
+    own = _own_fields(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
+        return _through_init(cls, own[:given])
+    env: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    lines = ["def make(base, step, timestamp, values):", "    event = new(cls)"]
+    sources = [f"base[{i}]" for i in range(4)] + ["step", "timestamp"]
+    names = ["run_id", "graph", "namespace", "branch", "step", "timestamp", *own]
+    for index, name in enumerate(own):
+        if index < given:
+            sources.append(f"values[{index}]")
+        else:
+            default = fields[name].default
+            if default is dataclasses.MISSING:
+                raise TypeError(f"{cls.__name__} needs its field {name!r}: {given} values given")
+            env[f"d{index}"] = default
+            sources.append(f"d{index}")
+    for index, (name, source) in enumerate(zip(names, sources, strict=True)):
+        env[f"s{index}"] = getattr(cls, name).__set__
+        lines.append(f"    s{index}(event, {source})")
+    lines.append("    return event")
     # The source is built from our own dataclasses' field names only, never from data.
-    source = (
-        "lambda raw: cls(run_id=raw[1][0], graph=raw[1][1], namespace=raw[1][2], "
-        f"branch=raw[1][3], step=raw[2], timestamp=raw[3]{', ' if own else ''}{own})"
-    )
-    made: Callable[[RawEvent], GraphEvent] = eval(source, {"cls": cls})
+    exec("\n".join(lines), env)
+    made: Maker = env["make"]
     return made
 
 
+def _through_init(cls: type[GraphEvent], names: tuple[str, ...]) -> Maker:
+    """A constructor calling ``cls(...)`` with the fields ``names`` given."""
+
+    def construct(
+        base: tuple[Any, ...], step: int, timestamp: float, values: tuple[Any, ...]
+    ) -> GraphEvent:
+        run_id, graph, namespace, branch = base
+        own = dict(zip(names, values, strict=False))
+        return cls(run_id=run_id, graph=graph, namespace=namespace, branch=branch,
+                   step=step, timestamp=timestamp, **own)  # fmt: skip
+
+    return construct
+
+
+def _make(code: int, given: int) -> Maker:
+    make = _MAKERS.get((code, given))
+    if make is None:
+        make = _MAKERS[code, given] = _maker(code, given)
+    return make
+
+
 def _build(raw: RawEvent, extra: dict[str, Any] | None = None) -> GraphEvent:
-    if not extra:
-        key = (raw[0], len(raw))
-        make = _MAKERS.get(key)
-        if make is None:
-            make = _MAKERS[key] = _maker(*key)
-        return make(raw)
-    cls = _CLASSES[raw[0]]
-    (run_id, graph, namespace, branch), step, timestamp = raw[1:4]
-    own = dict(zip(_own_fields(cls), raw[4:], strict=False))
+    values = raw[4:]
+    event = _make(raw[0], len(values))(raw[1], raw[2], raw[3], values)
     if extra:
-        own.update(extra)
-    return cls(
-        run_id=run_id,
-        graph=graph,
-        namespace=namespace,
-        branch=branch,
-        step=step,
-        timestamp=timestamp,
-        **own,
-    )
+        event = dataclasses.replace(event, **extra)
+    return event
 
 
 class Trace(Sequence[GraphEvent]):
@@ -221,7 +271,9 @@ class EventRecorder:
         "_listeners",
         "_log",
         "_parent",
+        "_routes",
         "_wall_offset",
+        "_wants",
         "keeps_content",
         "listener_errors",
         "live",
@@ -247,6 +299,12 @@ class EventRecorder:
             branch,
         )
         self._listeners = tuple(listeners)
+        self._wants = tuple((listener, wanted_types(listener)) for listener in self._listeners)
+        # Who gets each event class, by code, worked out on first use; a recorder
+        # without listeners of its own (a branch's) routes as its parent does.
+        self._routes: dict[int, Route] = (
+            parent._routes if parent is not None and not self._listeners else {}
+        )
         self._parent = parent
         self.listener_errors = 0
         """Listener calls that raised (counted on the outermost recorder)."""
@@ -277,11 +335,7 @@ class EventRecorder:
         self, base: tuple[Any, ...], clock: float, cls: type[GraphEvent], step: int, *values: Any
     ) -> None:
         """Like :meth:`record_at`, for a branch that runs without a recorder of its own."""
-        raw = (_code(cls), base, step, clock + self._wall_offset, *values)
-        if self.live:
-            self.emit(_build(raw))
-        else:
-            self._log.append(raw)
+        self._record(cls, base, step, clock + self._wall_offset, values)
 
     def for_branch(self, branch: BranchRef) -> EventRecorder:
         """A recorder for one branch of a fan-out: same trace and listeners, tagged events."""
@@ -324,19 +378,54 @@ class EventRecorder:
 
     def record(self, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Record an event of ``cls``; ``values`` are its own fields in declaration order."""
-        raw = (_code(cls), self._base, step, time.time(), *values)
-        if self.live:
-            self.emit(_build(raw))
-        else:
-            self._log.append(raw)
+        self._record(cls, self._base, step, time.time(), values)
 
     def record_at(self, clock: float, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Like :meth:`record`, timestamped from a ``perf_counter()`` reading the caller took."""
-        raw = (_code(cls), self._base, step, clock + self._wall_offset, *values)
+        self._record(cls, self._base, step, clock + self._wall_offset, values)
+
+    def _record(
+        self,
+        cls: type[GraphEvent],
+        base: tuple[Any, ...],
+        step: int,
+        timestamp: float,
+        values: tuple[Any, ...],
+    ) -> None:
+        code = _CODES.get(cls)
+        if code is None:
+            code = _code(cls)
         if self.live:
-            self.emit(_build(raw))
-        else:
-            self._log.append(raw)
+            routes = self._routes.get(code)
+            if routes is None:
+                routes = self._route(code)
+            if routes or code in _LAST_CODES:
+                make = _MAKERS.get((code, len(values)))
+                if make is None:
+                    make = _make(code, len(values))
+                event = make(base, step, timestamp, values)
+                self._log.append(event)
+                self._send(routes, event)
+                return
+        # Nobody listens for it: kept as a tuple, built only if the trace is read.
+        self._log.append((code, base, step, timestamp, *values))
+
+    def _route(self, code: int) -> Route:
+        """The listeners that want events of class ``code``, outermost graph's first."""
+        cls = _CLASSES[code]
+        chain: list[EventRecorder] = []
+        recorder: EventRecorder | None = self
+        while recorder is not None:
+            chain.append(recorder)
+            recorder = recorder._parent
+        routes = tuple(
+            listener
+            for recorder in reversed(chain)
+            for listener, wants in recorder._wants
+            if wants is None or issubclass(cls, wants)
+        )
+        self._routes[code] = routes
+        return routes
 
     def finish_node(
         self,
@@ -357,31 +446,40 @@ class EventRecorder:
         A long unobserved run keeps one tuple per node instead of two, so the
         garbage collector has fewer objects to walk.
         """
+        base = self._base
+        if self.live:
+            finished = clock + self._wall_offset
+            # The trace keeps the plain tuple: holding the state there would keep it
+            # alive as long as anything holds the trace.
+            self._log.append((_NODE_FINISHED, base, step, finished, node, visit, duration,
+                              outcome, attempts))  # fmt: skip
+            routes = self._routes.get(_NODE_FINISHED)
+            if routes is None:
+                routes = self._route(_NODE_FINISHED)
+            if routes:
+                values = (node, visit, duration, outcome, attempts, None, update, state)
+                make = _MAKERS.get((_NODE_FINISHED, 8))
+                if make is None:
+                    make = _make(_NODE_FINISHED, 8)
+                self._send(routes, make(base, step, finished, values))
+            return
         # Only a run's own recorder folds: recorders of branches and subgraphs share
         # their parent's log with other threads, and log[-1] may change under them.
-        if not self.live and self._parent is None:
+        if self._parent is None:
             log = self._log
             last = log[-1] if log else None
             if (
                 type(last) is tuple
                 and last[0] == _NODE_STARTED
-                and last[1] is self._base
+                and last[1] is base
                 and last[2] == step
                 and last[4] == node
             ):
                 finished = clock + self._wall_offset
-                log[-1] = (_SPAN, self._base, step, last[3], node, visit, finished, duration,
+                log[-1] = (_SPAN, base, step, last[3], node, visit, finished, duration,
                            outcome, attempts)  # fmt: skip
                 return
-        if self.live:
-            raw = (_code(NodeFinished), self._base, step, clock + self._wall_offset, node, visit,
-                   duration, outcome, attempts)  # fmt: skip
-            # The trace keeps the plain tuple: holding the state there would keep it
-            # alive as long as anything holds the trace.
-            self._log.append(raw)
-            self._deliver(_build((*raw, None, update, state)))
-        else:
-            self.record_at(clock, NodeFinished, step, node, visit, duration, outcome, attempts)
+        self.record_at(clock, NodeFinished, step, node, visit, duration, outcome, attempts)
 
     def record_delivering(
         self, cls: type[GraphEvent], step: int, *values: Any, **deliver_only: Any
@@ -420,25 +518,21 @@ class EventRecorder:
         self._deliver(event)
 
     def _deliver(self, event: GraphEvent) -> None:
-        parent = self._parent
-        if parent is None:
-            for listener in self._listeners:
-                try:
-                    listener(event)
-                except Exception:
-                    self._listener_failed(self, listener, event)
-        else:
-            # Outermost graph's listeners first, down to the graph that emitted the event.
-            found = [self]
-            while parent is not None:
-                found.append(parent)
-                parent = parent._parent
-            for recorder in reversed(found):
-                for listener in recorder._listeners:
-                    try:
-                        listener(event)
-                    except Exception:
-                        self._listener_failed(found[-1], listener, event)
+        code = _CODES.get(type(event))
+        if code is None:
+            code = _code(type(event))
+        routes = self._routes.get(code)
+        if routes is None:
+            routes = self._route(code)
+        self._send(routes, event)
+
+    def _send(self, routes: Route, event: GraphEvent) -> None:
+        """Call each listener of ``routes`` with ``event``; a failing one is counted and logged."""
+        for listener in routes:
+            try:
+                listener(event)
+            except Exception:
+                self._listener_failed(self.outermost, listener, event)
         if type(event) in _LAST_EVENTS:
             run_ended(event)  # async observers' queue closes behind the run's last event
 
