@@ -16,6 +16,7 @@ from selectgraph.agents import (
     tool,
 )
 from selectgraph.agents._mcp import MCPServerError, MCPTools
+from selectgraph.compile._graph_tool import GraphTool
 from selectgraph.core._branch import BranchRef
 from selectgraph.core._control import CancellationToken
 from selectgraph.core._errors import (
@@ -198,6 +199,7 @@ __all__ = [
     "GraphSpec",
     "GraphSpecError",
     "GraphState",
+    "GraphTool",
     "GuardrailBlocked",
     "GuardrailsPipeline",
     "InMemoryCheckpointStore",

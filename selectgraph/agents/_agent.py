@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from pydantic import ValidationError
 
@@ -17,6 +17,7 @@ from selectgraph.agents._config import AgentConfig
 from selectgraph.agents._defaults import default_provider
 from selectgraph.agents._judge import Judge, JudgeEscalated, JudgeRequest, as_judge
 from selectgraph.agents._prompts import PromptLayers, output_requirements
+from selectgraph.agents._replay import replay_for
 from selectgraph.agents._result import AgentChunk, AgentResult
 from selectgraph.agents._structured import parse_answer
 from selectgraph.agents._tools import RunnableTool, Tool, ToolDefinitionError, Toolset
@@ -32,6 +33,7 @@ from selectgraph.providers._base import (
     ResponseFormat,
     ToolChoice,
 )
+from selectgraph.runtime._nested import calling_node
 
 __all__ = ["Agent", "AgentInput", "AgentOutputError"]
 
@@ -96,7 +98,7 @@ class Agent:
         config: AgentConfig | None = None,
         *,
         provider: Provider | None = None,
-        tools: Sequence[Tool[Any, Any] | Toolset | Callable[..., Any]] = (),
+        tools: Sequence[RunnableTool | Toolset | Callable[..., Any]] = (),
         judge: Judge | Callable[..., Any] | None = None,
         judge_attempts: int = 3,
         name: str | None = None,
@@ -107,8 +109,9 @@ class Agent:
             config: Model and behaviour settings (defaults: the provider's model).
             provider: Who answers (default: LocalProvider offline, or OpenAI/Anthropic
                 when their key is set; see ``SELECTGRAPH_PROVIDER``).
-            tools: Tools or plain typed functions the model may call, and toolsets
-                (``MCPTools``) whose tools are listed when a run starts.
+            tools: Tools or plain typed functions the model may call, graphs made
+                tools (``graph.as_tool(...)``), and toolsets (``MCPTools``) whose
+                tools are listed when a run starts.
             judge: Reviews each answer: ACCEPT, RETRY with feedback, or ESCALATE.
             judge_attempts: Answers a judge may see before RETRY turns into escalation.
             name: The agent's name (overrides ``config.name``).
@@ -118,14 +121,18 @@ class Agent:
         """
         self.config = config or AgentConfig()
         self.provider: Provider = provider or default_provider()
-        self.tools: dict[str, Tool[Any, Any]] = {}
+        self.tools: dict[str, RunnableTool] = {}
         self.toolsets: list[Toolset] = []
         """Tool providers listed when an answer starts (an :class:`~selectgraph.MCPTools`)."""
         for item in tools:
             if isinstance(item, Toolset):
                 self.toolsets.append(item)
                 continue
-            candidate = item if isinstance(item, Tool) else Tool.from_function(item)
+            candidate: RunnableTool
+            if _is_runnable(item):
+                candidate = item
+            else:
+                candidate = Tool.from_function(cast("Callable[..., Any]", item))
             if candidate.name in self.tools:
                 raise ValueError(f"two tools are named {candidate.name!r}; tool names must differ")
             self.tools[candidate.name] = candidate
@@ -368,11 +375,20 @@ class Agent:
     async def _complete(
         self, request: CompletionRequest, on_chunk: ChunkHandler | None
     ) -> Completion:
+        replay = replay_for(calling_node.get())
+        if replay is not None:
+            saved = replay.completion()
+            if saved is not None:
+                return saved
         if on_chunk is None:
-            return await call_model(self.provider, request)
-        return await call_model(
-            self.provider, request, lambda delta: on_chunk(AgentChunk(delta=delta))
-        )
+            completion = await call_model(self.provider, request)
+        else:
+            completion = await call_model(
+                self.provider, request, lambda delta: on_chunk(AgentChunk(delta=delta))
+            )
+        if replay is not None:
+            replay.keep_completion(completion)
+        return completion
 
     async def _available_tools(self) -> Mapping[str, RunnableTool]:
         """The Python tools and the toolsets' tools (listed now; each toolset caches them).
@@ -408,7 +424,15 @@ class Agent:
             for call in calls:
                 on_chunk(AgentChunk(tool_call=call))
         if run:
-            results = await asyncio.gather(*(self._run_tool(call, available) for call in calls))
+            # Every call finishes before a question one of them asked pauses the run,
+            # so the others' results are memoized and not run again on resume.
+            outcomes = await asyncio.gather(
+                *(self._run_tool(call, available) for call in calls), return_exceptions=True
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            results = [outcome for outcome in outcomes if isinstance(outcome, Message)]
         else:
             # Answer every call so the conversation stays well formed for the provider.
             results = [
@@ -426,9 +450,16 @@ class Agent:
                 on_chunk(AgentChunk(tool_result=message))
 
     async def _run_tool(self, call: ToolCall, available: Mapping[str, RunnableTool]) -> Message:
+        replay = replay_for(calling_node.get())
+        if replay is not None:
+            saved = replay.tool_result(call)
+            if saved is not None:
+                return saved
         started = tool_started(call)
         message = await self._tool_answer(call, available)
         tool_finished(started, call, message)
+        if replay is not None:
+            replay.keep_tool_result(call, message)
         return message
 
     async def _tool_answer(self, call: ToolCall, available: Mapping[str, RunnableTool]) -> Message:
@@ -448,6 +479,13 @@ class Agent:
         from selectgraph.agents._node import AgentNode
 
         return AgentNode(self, name, **options)
+
+
+def _is_runnable(item: object) -> TypeGuard[RunnableTool]:
+    """A Tool, or an object that runs calls as one does (a graph's ``as_tool()``)."""
+    return isinstance(item, Tool) or (
+        hasattr(item, "spec") and hasattr(item, "name") and callable(getattr(item, "execute", None))
+    )
 
 
 def _errors(exc: ValidationError) -> str:

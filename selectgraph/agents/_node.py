@@ -37,6 +37,7 @@ from selectgraph.core._state import CONVERSATION_SUMMARY, LAST_OUTPUT, GraphStat
 from selectgraph.nodes._output import read_output
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.observe._events import NodeChunk
+from selectgraph.runtime._nested import CallingNode, calling_node
 from selectgraph.state._output import NodeOutput
 from selectgraph.state._views import StateView, ViewWrites
 
@@ -187,6 +188,8 @@ class AgentNode:
             entered = call_scope().set(
                 CallScope(run.recorder, context.step, self.name, self.agent.name)
             )
+        where, task = self._node_call(context, run)
+        calling = calling_node.set(where)
         try:
             result = await self.agent.execute(
                 messages,
@@ -196,9 +199,12 @@ class AgentNode:
                 on_chunk=on_chunk,
             )
         finally:
+            calling_node.reset(calling)
             if entered is not None:
                 call_scope().reset(entered)
-        usage = result.usage + built.usage
+        if task is not None:
+            run.task_done(task)  # the visit finished: its replay memory is spent
+        usage = result.usage + built.usage + where.usage
         if self.output_transform is not None:
             raw = self.output_transform(result, state)
             if inspect.isawaitable(raw):
@@ -214,6 +220,14 @@ class AgentNode:
         output.usage = usage if output.usage is None else output.usage + usage
         output.agent_result = result
         return output
+
+    def _node_call(self, context: NodeContext, run: Run) -> tuple[CallingNode, str | None]:
+        """What the agent's tools see of this node; with a memo when a tool may pause the run."""
+        tools = getattr(self.agent, "tools", None) or {}
+        if not any(getattr(tool, "may_interrupt", False) for tool in tools.values()):
+            return CallingNode(context), None
+        task = run.task_id(context.node, context.branch)
+        return CallingNode(context, memo=run.memo_for(task)), task
 
     # ------------------------------------------------------------ context
     async def _context(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from selectgraph.compile._outside import input_field, text_state
 from selectgraph.core._state import GraphState
 
 if TYPE_CHECKING:
@@ -17,14 +18,8 @@ MAX_INPUT_DEPTH: Final = 100
 
 
 def input_field_of(graph: AgentGraph) -> str | None:
-    """The state field text input goes to: its state schema's ``input_field`` ClassVar.
-
-    A graph declares it on its Pydantic state schema, e.g. ``input_field: ClassVar[str]
-    = "question"``; None when it declares none (text is then the first user message).
-    """
-    model = graph.compile().schema.model
-    field = getattr(model, "input_field", None) if model is not None else None
-    return field if isinstance(field, str) and field else None
+    """The state field text input goes to: its state schema's ``input_field`` ClassVar."""
+    return input_field(graph.compile())
 
 
 def text_input(graph: AgentGraph, text: str) -> Any:
@@ -49,10 +44,7 @@ def graph_input(graph: AgentGraph, source: Any, value: Any) -> Any:
         return shape(value)
     if not isinstance(value, str):
         return value
-    reducer = graph.compile().schema.reducers.get("messages")
-    if getattr(reducer, "name", None) == "add_messages":
-        return {"messages": [{"role": "user", "content": value}]}
-    return text_input(graph, value)
+    return text_state(graph.compile(), value)
 
 
 def json_depth(value: Any) -> int:

@@ -9,9 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Coroutine, Generator, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from selectgraph.compile._ascii import render_ascii
 from selectgraph.compile._dag import export_dag
@@ -26,6 +36,7 @@ from selectgraph.compile._execute import (
     store_for,
     stream_run,
 )
+from selectgraph.compile._graph_tool import GraphTool
 from selectgraph.compile._langgraph import invoke_run, state_values
 from selectgraph.compile._mermaid import render_mermaid
 from selectgraph.compile._options import NO_RESPONSE, GraphInput, PauseSignal
@@ -532,6 +543,34 @@ class RunMethods:
 
     def __selectgraph_node__(self, name: str) -> GraphAdapter:
         return GraphAdapter(self._compiled_graph())
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        input_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+        *,
+        output: Callable[[GraphResult], Any] | None = None,
+    ) -> GraphTool:
+        """This graph as a tool an agent can call: ``Agent(tools=[graph.as_tool(...)])``.
+
+        Inside a graph run its usage counts in the run's budget, its events are
+        nested under the calling node, and its questions pause the run (see
+        :class:`~selectgraph.GraphTool`).
+
+        Args:
+            name: The name the model calls it by (default: the graph's name).
+            description: What it does (default: the graph's description; one is needed).
+            input_schema: Its arguments: a Pydantic model or a JSON object schema
+                (the state the run starts from); default one string, ``input``.
+            output: What goes back from the finished run (default: its answer).
+
+        Raises:
+            ValueError: a bad name, no description, or a bad ``input_schema``.
+        """
+        return GraphTool(
+            self, name=name, description=description, input_schema=input_schema, output=output
+        )
 
     # ------------------------------------------------------------- drawing
     def to_mermaid(self, result: GraphResult | None = None) -> str:

@@ -345,14 +345,15 @@ def continue_child(
     child: GraphProgram,
     paused: Any,
     parent: Run,
-    node: str,
+    namespace: tuple[str, ...],
     sleep: Sleep,
     track_writes: bool,
 ) -> tuple[Run, Any]:
-    """The paused run of a subgraph node, and where it goes on: the node continues it.
+    """The paused run of a subgraph node (or a graph tool), and where it goes on.
 
     ``paused`` is the run itself (in the process that paused) or the state,
-    counters and next node saved in the parent's checkpoint.
+    counters and next node saved in the parent's checkpoint; ``namespace`` is
+    the child's (the parent's, then the node's name and, for a tool, the call).
     """
     if isinstance(paused, Run):
         run = paused
@@ -361,7 +362,7 @@ def continue_child(
         run.recorder = EventRecorder(
             parent.run_id,
             child.name,
-            (*parent.namespace, node),
+            namespace,
             child.listeners,
             parent=parent.recorder,
         )
@@ -372,7 +373,7 @@ def continue_child(
         recorder = EventRecorder(
             parent.run_id,
             child.name,
-            (*parent.namespace, node),
+            namespace,
             child.listeners,
             parent=parent.recorder,
         )
@@ -382,7 +383,7 @@ def continue_child(
             run_id=parent.run_id,
             recorder=recorder,
             sleep=sleep,
-            namespace=(*parent.namespace, node),
+            namespace=namespace,
             track_writes=track_writes,
         )
         if recorder.branch is not None:

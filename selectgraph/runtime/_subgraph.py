@@ -15,7 +15,6 @@ Two ways to nest a graph:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,10 +23,7 @@ from selectgraph.core._errors import Diagnostic
 from selectgraph.core._run_errors import GraphRunError, NodeError
 from selectgraph.core._state import LAST_OUTPUT, GraphState
 from selectgraph.nodes._spec import NodeContext
-from selectgraph.runtime._child_progress import progress_for
-from selectgraph.runtime._restore import continue_child
-from selectgraph.runtime._run import blocking_sleep
-from selectgraph.runtime._start import start_run
+from selectgraph.runtime._nested import run_child
 from selectgraph.state._output import NodeOutput
 from selectgraph.state._schema import StateSchema
 from selectgraph.state._views import StateView, ViewWrites
@@ -67,35 +63,8 @@ async def _run_child(
     child: GraphProgram, state: GraphState, context: NodeContext | None, track_writes: bool
 ) -> tuple[Run, GraphState, Any]:
     assert context is not None
-    assert context.runtime is not None
-    parent: Run = context.runtime
-    sleep = parent.sleep if _in_event_loop() else blocking_sleep
-    key = None
-    paused: Any = None
-    if parent.book is not None or parent._book_parent is not None:
-        # The run has interrupts: this node may be a subgraph that paused inside.
-        key = parent.task_id(context.node, context.branch)
-        paused = parent.ensure_book().children.pop(key, None)
-    if paused is not None:
-        run, target = continue_child(child, paused, parent, context.node, sleep, track_writes)
-        pending = run.walk(target)
-    else:
-        run = start_run(
-            child,
-            state,
-            run_id=parent.run_id,
-            namespace=(*parent.namespace, context.node),
-            parent=parent.recorder,
-            sleep=sleep,
-            track_writes=track_writes,
-        )
-        pending = run.execute()
-    run._book_parent = parent  # a generator node inside finds the run's answers
-    run.config = parent.config
-    run.child_key = key or parent.task_id(context.node, context.branch)
-    run.progress = progress_for(parent, context.branch is not None, run)
     try:
-        result = await pending
+        run, result = await run_child(child, state, context, track_writes=track_writes)
     except GraphRunError as error:
         # Fail as this node, so the caller gets the parent's state at failure;
         # the child's error (with the child's state) stays on __cause__.
@@ -103,15 +72,6 @@ async def _run_child(
             f"subgraph node {context.node!r} failed: {error}", node=context.node
         ) from error
     return run, result.state, result.total_usage
-
-
-def _in_event_loop() -> bool:
-    """False on a branch's worker thread, where a synchronous child runs without a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _new_messages(live: GraphState, final: GraphState) -> list[Any]:

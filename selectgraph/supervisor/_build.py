@@ -30,6 +30,7 @@ from selectgraph.supervisor._calls import (
     as_text,
     steps_of,
 )
+from selectgraph.supervisor._graph_member import GraphMember
 from selectgraph.supervisor._prompts import SUPERVISOR_IDENTITY, member_prompt, task_of
 from selectgraph.supervisor._schemas import StepRecord
 from selectgraph.supervisor._team import Team
@@ -126,6 +127,8 @@ class Build:
         for name, member in self.team.members.items():
             if isinstance(member.node, Agent):
                 self.graph.add_node(name, member.node, input_transform=self._member_prompt(name))
+            elif isinstance(member.node, GraphMember):
+                self.graph.add_node(name, member.node.node(name, self._member_prompt(name)))
             else:
                 self.graph.add_node(name, member.node)
             self.graph.add_conditional_edge(name, _router(name, then, turn), targets)

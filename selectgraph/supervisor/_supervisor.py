@@ -20,6 +20,7 @@ import selectgraph.supervisor._round_robin as _round_robin
 from selectgraph.agents._agent import AgentOutputError
 from selectgraph.agents._defaults import default_provider
 from selectgraph.build._builder import AgentGraph
+from selectgraph.compile._graph_tool import GraphTool
 from selectgraph.compile._options import NO_RESPONSE, ResumeOptions, RunOptions, StreamOptions
 from selectgraph.core._control import CancellationToken
 from selectgraph.core._messages import Message
@@ -342,6 +343,35 @@ class SupervisorAgent:
         raise TypeError(
             f"a supervised run starts from a task (text), a mapping with a 'task', a "
             f"GraphState or None; got {type(task).__name__}"
+        )
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        output: Callable[[GraphResult], Any] | None = None,
+    ) -> GraphTool:
+        """This team as a tool an agent can call with a task: its final answer comes back.
+
+        As for ``AgentGraph.as_tool``: inside a graph run its usage counts in the
+        run's budget, its events nest under the calling node and its questions
+        pause the run.
+
+        Args:
+            name: The name the model calls it by (default: this supervisor's name).
+            description: What it does (default: the strategy and the team's members).
+            output: What goes back from the finished run (default: its final answer).
+
+        Raises:
+            ValueError: the name is not 1-64 letters, digits, '_' or '-'.
+        """
+        return GraphTool(
+            self.graph,
+            name=name,
+            description=description,
+            text_input=self.graph_input,
+            output=output,
         )
 
     def result_of(self, result: GraphResult) -> SupervisorResult:

@@ -15,6 +15,7 @@ from selectgraph.agents._agent import Agent
 from selectgraph.core._callables import callable_name, is_generator_callable, takes_context
 from selectgraph.core._state import LAST_OUTPUT
 from selectgraph.nodes._spec import NodeContext
+from selectgraph.supervisor._graph_member import graph_member
 
 __all__ = ["Member", "Team"]
 
@@ -27,7 +28,7 @@ class Member:
 
     name: str
     node: Any
-    """An Agent (a copy when the executor model applies) or a function node."""
+    """An Agent (a copy when the executor model applies), a GraphMember or a function node."""
     description: str
 
 
@@ -46,7 +47,7 @@ class Team:
         Raises:
             ValueError: no members, a name that is not a plain identifier, or one the
                 strategy's own nodes use.
-            TypeError: a member is neither an Agent nor a function.
+            TypeError: a member is not an Agent, a graph, a supervisor or a function.
         """
         if not isinstance(agents, Mapping):
             raise TypeError(
@@ -115,6 +116,9 @@ def _member(name: str, value: Any, executor_model: str | None) -> Member:
             agent = copy.copy(value)
             agent.config = dataclasses.replace(value.config, model=executor_model)
         return Member(name, agent, agent.description)
+    found = graph_member(value)
+    if found is not None:
+        return Member(name, found[0], found[1])
     if isinstance(value, type):
         raise TypeError(
             f"agent {name!r} is the class {value.__name__}; pass an instance (an Agent) or a "
@@ -124,8 +128,8 @@ def _member(name: str, value: Any, executor_model: str | None) -> Member:
         doc = inspect.getdoc(value) or ""
         return Member(name, _function_member(value), doc.strip().split("\n")[0])
     raise TypeError(
-        f"agent {name!r} is a {type(value).__name__}; a team member is an Agent or a function "
-        "of the state (wrap a graph or another supervisor in a function that runs it)"
+        f"agent {name!r} is a {type(value).__name__}; a team member is an Agent, a graph, "
+        "another SupervisorAgent, or a function of the state"
     )
 
 
