@@ -6,6 +6,12 @@ run side by side. In an event loop each branch is a task, and a synchronous
 node inside one runs on a worker thread so blocking nodes really overlap.
 A run driven without an event loop (``run()`` of an all-synchronous graph)
 drives each branch on a worker thread instead.
+
+A branch task starts eagerly (:func:`start_eagerly`): Python 3.12 has
+``asyncio.eager_task_factory``, but on 3.11 a new task's first step waits for
+the loop's next turn, so a branch that never suspends (the usual Scatter
+branch) would still pay for being scheduled, stepped from the loop and reported
+done through a callback.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from asyncio import tasks as _asyncio_tasks
+from collections import deque
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -29,6 +37,7 @@ __all__ = [
     "run_blocking",
     "run_concurrently",
     "run_on_threads",
+    "start_eagerly",
 ]
 
 T = TypeVar("T")
@@ -107,6 +116,50 @@ async def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
     return await loop.run_in_executor(_shared_pool(), context.run, drive, coroutine)
 
 
+_enter_task = _asyncio_tasks._enter_task
+_leave_task = _asyncio_tasks._leave_task
+
+
+def start_eagerly(
+    loop: asyncio.AbstractEventLoop,
+    coroutine: Coroutine[Any, Any, T],
+    parent: asyncio.Task[Any] | None,
+) -> asyncio.Task[T]:
+    """A task for ``coroutine`` whose first step has already run, with the task as current.
+
+    The task is made as usual; its first step is taken out of the loop's ready
+    queue and run at once, in the task's context, with the new task as the
+    current one. So inside a node ``asyncio.current_task()`` is the branch's own
+    task from its first line and ``asyncio.timeout()`` cancels that task only, as
+    under a normal start; a branch that finishes in that step is a done task
+    before the fan-out awaits anything. This relies on the standard loop's ready
+    queue (``BaseEventLoop._ready``) ending with the step the task scheduled; on
+    another loop (uvloop) or under a task factory that schedules otherwise, the
+    task starts as usual.
+
+    Args:
+        loop: The running loop.
+        coroutine: What the task runs.
+        parent: The calling task (``asyncio.current_task()``), not current while
+            the new task takes its first step; ``None`` starts the task as usual.
+    """
+    task = loop.create_task(coroutine)
+    ready = getattr(loop, "_ready", None)
+    if parent is None or type(ready) is not deque or not ready:
+        return task
+    handle = ready[-1]
+    owner: object = getattr(getattr(handle, "_callback", None), "__self__", None)
+    if owner is not task:
+        return task  # not the step this task scheduled: the loop runs it
+    ready.pop()
+    _leave_task(loop, parent)
+    try:
+        handle._run()  # the task's step, in the task's context, as the loop runs it
+    finally:
+        _enter_task(loop, parent)
+    return task
+
+
 Outcome = Any
 """A branch's result, the exception it raised, or :data:`CANCELLED`."""
 
@@ -145,18 +198,22 @@ async def run_concurrently(
     else:
         runner = call
     loop = asyncio.get_running_loop()
-    running = [loop.create_task(runner(task)) for task in tasks]
+    parent = asyncio.current_task(loop)
+    # Each branch runs up to its first suspension here; most quick ones finish.
+    running = [start_eagerly(loop, runner(task), parent) for task in tasks]
     try:
+        pending: Collection[asyncio.Task[T]] = [t for t in running if not t.done()]
         if failure_mode == "fail_all":
-            _done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
+            if pending and not any(_failed(t) for t in running):
+                _done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
             if pending:
                 if on_abort is not None:
                     on_abort()  # work on threads cannot be cancelled: it stops at its next node
                 for future in pending:
                     future.cancel()
                 await asyncio.wait(pending)
-        else:
-            await asyncio.wait(running)
+        elif pending:
+            await asyncio.wait(pending)
     except asyncio.CancelledError:
         if on_abort is not None:
             on_abort()
@@ -175,6 +232,11 @@ async def run_concurrently(
             error = future.exception()
             outcomes.append(error if error is not None else future.result())
     return outcomes
+
+
+def _failed(task: asyncio.Task[Any]) -> bool:
+    """Whether ``task`` is done with an exception (as FIRST_EXCEPTION counts: not cancelled)."""
+    return task.done() and not task.cancelled() and task.exception() is not None
 
 
 def run_on_threads(
