@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, ClassVar, Literal, get_args
 
 from selectgraph.observe._delivery import AsyncHandler, enqueue
@@ -37,7 +37,7 @@ from selectgraph.observe._events import (
     StallDetected,
     SupervisorReplanned,
 )
-from selectgraph.observe._recorder import Listener
+from selectgraph.observe._recorder import Listener, wanted_types
 
 __all__ = ["AgentObserver", "AsyncAgentObserver", "Observer", "Phase", "as_listener", "subscribe"]
 
@@ -56,10 +56,17 @@ class Observer:
     A synchronous ``on_event`` is called in the run, in the order observers were
     given; an ``async def on_event`` is queued and awaited on selectgraph's
     delivery loop. An exception in either is logged and never reaches the run.
+
+    Set :attr:`event_types` on a subclass that needs only some events: the run
+    then does not even build the others for it.
     """
 
+    event_types: ClassVar[Collection[type[GraphEvent]] | None] = None
+    """The event classes :meth:`on_event` is called with (their subclasses too);
+    ``None``, the default, for every event."""
+
     def on_event(self, event: GraphEvent) -> None:
-        """Called for each event."""
+        """Called for each event (of :attr:`event_types`, when set)."""
 
 
 # The seed's thirteen events: (method, event class, how the event becomes arguments).
@@ -136,16 +143,17 @@ class AgentObserver(Observer):
         """The callable the run calls with each event."""
         dispatch = self._dispatch
         on_event = self.on_event if self._wants_all else None
+        only = _declared(self)
 
         def deliver(event: GraphEvent) -> None:
-            if on_event is not None:
+            if on_event is not None and (only is None or isinstance(event, only)):
                 on_event(event)
             found = dispatch.get(type(event))
             if found is not None and (type(event) not in _OUTERMOST_ONLY or _outermost(event)):
                 name, args = found
                 getattr(self, name)(*args(event))
 
-        return deliver
+        return _wanting(deliver, _seed_types(dispatch, self._wants_all, only))
 
     def on_graph_start(self, run_id: str, graph_name: str, entry_node: str, state: Any) -> None:
         """The run began."""
@@ -218,9 +226,10 @@ class AsyncAgentObserver(Observer):
         """The callable the run calls with each event: it only queues."""
         dispatch = self._dispatch
         wants_all = self._wants_all
+        only = _declared(self)
 
         def deliver(event: GraphEvent) -> None:
-            if wants_all:
+            if wants_all and (only is None or isinstance(event, only)):
                 enqueue(self.a_on_event, event)
             found = dispatch.get(type(event))
             if found is not None and (type(event) not in _OUTERMOST_ONLY or _outermost(event)):
@@ -234,7 +243,7 @@ class AsyncAgentObserver(Observer):
                 call.__self__ = self  # type: ignore[attr-defined]  # named in error reports
                 enqueue(call, event)
 
-        return deliver
+        return _wanting(deliver, _seed_types(dispatch, wants_all, only))
 
     async def a_on_event(self, event: GraphEvent) -> None:
         """Every event (override to see them all)."""
@@ -319,7 +328,7 @@ class Subscription:
             if wanted:
                 inner(event)
 
-        return deliver
+        return _wanting(deliver, wanted_types(inner))
 
     def __repr__(self) -> str:
         return f"subscribe({self.observer!r}, phases={sorted(self.phases)})"
@@ -359,6 +368,7 @@ def as_listener(observer: Any) -> Listener:
     """
     if isinstance(observer, AgentObserver | AsyncAgentObserver | Subscription):
         return observer.listener()
+    only = _declared(observer)
     on_event = getattr(observer, "on_event", None)
     target = on_event if callable(on_event) else observer if callable(observer) else None
     if target is None:
@@ -373,5 +383,43 @@ def as_listener(observer: Any) -> Listener:
         def queue(event: GraphEvent) -> None:
             enqueue(handler, event)
 
-        return queue
+        return _wanting(queue, only)
     return target  # type: ignore[no-any-return]
+
+
+def _declared(observer: Any) -> tuple[type[GraphEvent], ...] | None:
+    """The observer's :attr:`Observer.event_types`, checked; ``None`` for every event.
+
+    Raises:
+        TypeError: ``event_types`` is not a collection of GraphEvent classes.
+    """
+    types = getattr(observer, "event_types", None)
+    if types is None:
+        return None
+    chosen = tuple(types) if isinstance(types, Iterable) and not isinstance(types, str) else None
+    if chosen is None or not all(
+        isinstance(cls, type) and issubclass(cls, GraphEvent) for cls in chosen
+    ):
+        raise TypeError(
+            f"observer {observer!r}: event_types must be GraphEvent classes "
+            f"(e.g. {{NodeFinished}}) or None for every event, got {types!r}"
+        )
+    return chosen
+
+
+def _seed_types(
+    dispatch: dict[type[GraphEvent], Any],
+    wants_all: bool,
+    only: tuple[type[GraphEvent], ...] | None,
+) -> tuple[type[GraphEvent], ...] | None:
+    """What a seed observer needs: its methods' events, and those ``*on_event`` is given."""
+    if wants_all and only is None:
+        return None
+    return (*dispatch, *(only or ()))
+
+
+def _wanting(listener: Listener, types: tuple[type[GraphEvent], ...] | None) -> Listener:
+    """``listener``, marked with the event classes it needs (read by the recorder)."""
+    if types is not None:
+        listener.event_types = types  # type: ignore[attr-defined]
+    return listener

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -78,6 +79,8 @@ class _RunSpans:
     """The open spans of one run; dropped as soon as the run ends."""
 
     root: Span
+    root_context: Any
+    """The OpenTelemetry context holding ``root``: the parent of most node spans."""
     nodes: dict[_Key, Span] = field(default_factory=dict)
     parallels: dict[_Key, Span] = field(default_factory=dict)
     calls: dict[tuple[str, ...], Span] = field(default_factory=dict)
@@ -179,6 +182,11 @@ class OTelObserver(Observer):
         self._runs: dict[str, _RunSpans] = {}
         self._paused: OrderedDict[str, SpanContext] = OrderedDict()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "on_event" in cls.__dict__ and "event_types" not in cls.__dict__:
+            cls.event_types = None  # its own on_event may want what spans do not
+
     @property
     def open_runs(self) -> int:
         """Runs being traced right now (their spans are still open)."""
@@ -194,39 +202,30 @@ class OTelObserver(Observer):
     # --- dispatch --------------------------------------------------------------------
 
     def _handle(self, event: GraphEvent) -> None:
-        outermost = not event.namespace and event.branch is None
-        if isinstance(event, RunStarted | RunResumed):
-            if outermost:
-                self._start_run(event)
+        found = _HANDLERS.get(type(event), _UNKNOWN)
+        if found is _UNKNOWN:
+            found = _handler_of(type(event))
+        if found is None:
+            return  # an event that makes no span
+        handle, in_run = found
+        if not in_run:
+            handle(self, event)
             return
         run = self._runs.get(event.run_id)
-        if run is None:
-            return  # a run that began before this observer was attached
-        if isinstance(event, NodeStarted):
-            self._start_node(run, event)
-        elif isinstance(event, NodeFinished):
-            self._finish_node(run, event)
-        elif isinstance(event, NodeRetried):
-            self._retried(run, event)
-        elif isinstance(event, ParallelStarted):
-            self._start_parallel(run, event)
-        elif isinstance(event, ParallelFinished):
-            self._finish_parallel(run, event)
-        elif isinstance(event, LLMCallStarted):
-            self._start_llm(run, event)
-        elif isinstance(event, LLMCallFinished):
-            self._finish_llm(run, event)
-        elif isinstance(event, ToolCallStarted):
-            self._start_tool(run, event)
-        elif isinstance(event, ToolCallFinished):
-            self._finish_tool(run, event)
-        elif isinstance(event, RunFinished | RunFailed | RunCancelled | RunPaused):
-            if outermost:
-                self._end_run(run, event)
-            elif isinstance(event, RunFailed | RunCancelled):
-                self._subgraph_stopped(run, event)
-        elif type(event) in _MARKS:
-            self._mark(run, event)
+        if run is not None:  # else a run that began before this observer was attached
+            handle(self, run, event)
+
+    def _run_started(self, event: RunStarted | RunResumed) -> None:
+        if not event.namespace and event.branch is None:
+            self._start_run(event)
+
+    def _run_stopped(
+        self, run: _RunSpans, event: RunFinished | RunFailed | RunCancelled | RunPaused
+    ) -> None:
+        if not event.namespace and event.branch is None:
+            self._end_run(run, event)
+        elif isinstance(event, RunFailed | RunCancelled):
+            self._subgraph_stopped(run, event)
 
     # --- where a span belongs ----------------------------------------------------------
 
@@ -255,8 +254,15 @@ class OTelObserver(Observer):
                 return span
         return self._enclosing(run, event.namespace, event.branch)
 
+    def _context_of(self, run: _RunSpans, parent: Span) -> Any:
+        """The context to start a child of ``parent`` in (the run's own made once)."""
+        if parent is run.root:
+            return run.root_context
+        return self._api.set_span_in_context(parent)
+
     def _start(
         self,
+        run: _RunSpans,
         name: str,
         parent: Span,
         event: GraphEvent,
@@ -267,7 +273,7 @@ class OTelObserver(Observer):
         kind = self._api.SpanKind.CLIENT if client else self._api.SpanKind.INTERNAL
         return self._tracer.start_span(
             name,
-            context=self._api.set_span_in_context(parent),
+            context=self._context_of(run, parent),
             kind=kind,
             attributes=attributes,
             start_time=_ns(event.timestamp),
@@ -324,7 +330,7 @@ class OTelObserver(Observer):
             links=links,
             start_time=_ns(event.timestamp),
         )
-        self._runs[event.run_id] = _RunSpans(root)
+        self._runs[event.run_id] = _RunSpans(root, self._api.set_span_in_context(root))
 
     def _end_run(
         self, run: _RunSpans, event: RunFinished | RunFailed | RunCancelled | RunPaused
@@ -393,15 +399,18 @@ class OTelObserver(Observer):
         attributes["selectgraph.node"] = event.node
         attributes["selectgraph.visit"] = event.visit
         parent = self._enclosing(run, event.namespace, event.branch)
-        run.nodes[key] = self._start(f"selectgraph.node {event.node}", parent, event, attributes)
+        run.nodes[key] = self._start(
+            run, f"selectgraph.node {event.node}", parent, event, attributes
+        )
 
     def _finish_node(self, run: _RunSpans, event: NodeFinished) -> None:
         span = run.nodes.pop((event.namespace, _task_id(event.branch), event.node), None)
         if span is None:
             return
         outcome = str(event.outcome)
-        span.set_attribute("selectgraph.outcome", outcome)
-        span.set_attribute("selectgraph.attempts", event.attempts)
+        span.set_attributes(
+            {"selectgraph.outcome": outcome, "selectgraph.attempts": event.attempts}
+        )
         if outcome in _FAILED_OUTCOMES or (outcome == "skipped" and event.error):
             self._fail(span, event.error or outcome, _error_type(event.error, outcome))
         span.end(_ns(event.timestamp))
@@ -429,7 +438,7 @@ class OTelObserver(Observer):
         attributes["selectgraph.parallel.failure_mode"] = event.failure_mode
         parent = self._owner(run, event)
         run.parallels[key] = self._start(
-            f"selectgraph.parallel {event.source}", parent, event, attributes
+            run, f"selectgraph.parallel {event.source}", parent, event, attributes
         )
 
     def _finish_parallel(self, run: _RunSpans, event: ParallelFinished) -> None:
@@ -487,7 +496,7 @@ class OTelObserver(Observer):
                 attributes["gen_ai.request.stop_sequences"] = list(request.stop)
             if self.capture_content:
                 attributes["gen_ai.input.messages"] = _messages_json(request.messages)
-        span = self._start(f"chat {event.model}", owner, event, attributes, client=True)
+        span = self._start(run, f"chat {event.model}", owner, event, attributes, client=True)
         run.calls[self._call_key(event, event.call_id, "llm")] = span
 
     def _finish_llm(self, run: _RunSpans, event: LLMCallFinished) -> None:
@@ -526,7 +535,8 @@ class OTelObserver(Observer):
             attributes["gen_ai.tool.call.arguments"] = json.dumps(
                 dict(event.arguments), ensure_ascii=False, default=str
             )
-        span = self._start(f"execute_tool {event.tool}", self._owner(run, event), event, attributes)
+        owner = self._owner(run, event)
+        span = self._start(run, f"execute_tool {event.tool}", owner, event, attributes)
         run.calls[self._call_key(event, event.call_id, "tool")] = span
 
     def _finish_tool(self, run: _RunSpans, event: ToolCallFinished) -> None:
@@ -538,6 +548,41 @@ class OTelObserver(Observer):
         if self.capture_content and event.result is not None:
             span.set_attribute("gen_ai.tool.call.result", event.result)
         span.end(_ns(event.timestamp))
+
+
+_Handler = tuple[Callable[..., None], bool]
+"""An OTelObserver method for an event class, and whether it takes the run's spans."""
+
+_UNKNOWN: Any = object()
+
+_HANDLERS: dict[type[GraphEvent], _Handler | None] = {
+    RunStarted: (OTelObserver._run_started, False),
+    RunResumed: (OTelObserver._run_started, False),
+    NodeStarted: (OTelObserver._start_node, True),
+    NodeFinished: (OTelObserver._finish_node, True),
+    NodeRetried: (OTelObserver._retried, True),
+    ParallelStarted: (OTelObserver._start_parallel, True),
+    ParallelFinished: (OTelObserver._finish_parallel, True),
+    LLMCallStarted: (OTelObserver._start_llm, True),
+    LLMCallFinished: (OTelObserver._finish_llm, True),
+    ToolCallStarted: (OTelObserver._start_tool, True),
+    ToolCallFinished: (OTelObserver._finish_tool, True),
+    RunFinished: (OTelObserver._run_stopped, True),
+    RunFailed: (OTelObserver._run_stopped, True),
+    RunCancelled: (OTelObserver._run_stopped, True),
+    RunPaused: (OTelObserver._run_stopped, True),
+    **dict.fromkeys(_MARKS, (OTelObserver._mark, True)),
+}
+"""What each event class does to the spans; classes not here make none."""
+
+OTelObserver.event_types = tuple(_HANDLERS)
+
+
+def _handler_of(cls: type[GraphEvent]) -> _Handler | None:
+    """The handler of the nearest class ``cls`` derives from (remembered for ``cls``)."""
+    handle = next((h for base in cls.__mro__ if (h := _HANDLERS.get(base)) is not None), None)
+    _HANDLERS[cls] = handle
+    return handle
 
 
 def _version() -> str:
