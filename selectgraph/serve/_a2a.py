@@ -6,9 +6,9 @@ HTTP+JSON (REST) binding under ``/a2a/<name>/rest``. The root card,
 ``/.well-known/agent-card.json``, is the first graph's: a client given the
 server's URL finds the default agent there, and the others at their own paths.
 
-Tasks are kept by the SDK's in-memory task store, so they last as long as the
-process; the conversations they ran (threads and runs) are in the graph's
-checkpoint store and outlive it.
+Tasks are kept where the conversations are: with a checkpoint store, in the
+threads' metadata (``_a2a_tasks.py``), so a task outlives the process and any
+server on the store answers for it; without one, in the SDK's in-memory store.
 """
 
 from __future__ import annotations
@@ -19,22 +19,24 @@ from collections.abc import AsyncIterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import (
     create_agent_card_routes,
     create_jsonrpc_routes,
     create_rest_routes,
 )
-from a2a.server.tasks import InMemoryTaskStore
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from starlette.routing import BaseRoute, Mount
 
-from selectgraph.serve._a2a_executor import CheckedRequests, GraphExecutor
+from selectgraph.persistence._memory import InMemoryCheckpointStore
+from selectgraph.persistence._threads import ThreadStore
+from selectgraph.serve._a2a_executor import CheckedRequests, GraphExecutor, GraphRequests
+from selectgraph.serve._a2a_tasks import StoredTasks
 from selectgraph.serve._parts import ServedPart
 from selectgraph.serve._turns import ServedGraph
 
-__all__ = ["A2A_PREFIX", "a2a_part", "agent_card", "agent_path"]
+__all__ = ["A2A_PREFIX", "a2a_part", "agent_card", "agent_path", "task_store"]
 
 A2A_PREFIX: Final = "/a2a"
 """Where the agents are, under the served app."""
@@ -95,12 +97,13 @@ def a2a_part(graphs: Sequence[ServedGraph], *, base_url: str) -> ServedPart:
             path, or a ``base_url`` that is not an http(s) URL.
     """
     _check(graphs, base_url)
-    handlers: list[DefaultRequestHandler] = []
+    handlers: list[GraphRequests] = []
     routes: list[BaseRoute] = []
     for served in graphs:
         card = agent_card(served, base_url=base_url)
-        tasks = InMemoryTaskStore()
-        handler = DefaultRequestHandler(
+        tasks = task_store(served)
+        handler = GraphRequests(
+            served,
             agent_executor=GraphExecutor(served),
             task_store=tasks,
             agent_card=card,
@@ -125,6 +128,19 @@ def a2a_part(graphs: Sequence[ServedGraph], *, base_url: str) -> ServedPart:
                 await handler.aclose()
 
     return ServedPart(routes=routes, lifespan=running)
+
+
+def task_store(served: ServedGraph) -> TaskStore:
+    """Where the agent of ``served`` keeps its tasks: its threads, or memory without a store.
+
+    A graph served without a store (an in-memory one) keeps its tasks in the SDK's
+    in-memory store; with a store (SQLite, PostgreSQL, files) each task is kept in
+    its context's thread, so it outlives the process as the conversation does.
+    """
+    store = served.store
+    if isinstance(store, InMemoryCheckpointStore) or not isinstance(store, ThreadStore):
+        return InMemoryTaskStore()
+    return StoredTasks(store, agent_path(served.name))
 
 
 def _check(graphs: Sequence[ServedGraph], base_url: str) -> None:

@@ -7,11 +7,14 @@ the run's end sets the task's state (``completed``, ``input-required`` for a
 question, ``canceled``, ``failed``/``rejected`` for a :class:`ServeError`). The
 client's next message on an ``input-required`` task (naming the task, or only its
 context) is the answer: the thread has a pending question, so the turn resumes the
-run and the same task goes on.
+run and the same task goes on. Canceling a task drops the question: the next
+message on the context starts a new run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -23,8 +26,10 @@ from a2a.server.agent_execution import (
 )
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -34,9 +39,10 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import InvalidParamsError
 
+from selectgraph.serve._a2a_tasks import ContextTaskIds
 from selectgraph.serve._turns import ServedGraph, ServeError, Turn
 
-__all__ = ["REPLY_ARTIFACT", "CheckedRequests", "GraphExecutor", "message_input"]
+__all__ = ["REPLY_ARTIFACT", "CheckedRequests", "GraphExecutor", "GraphRequests", "message_input"]
 
 REPLY_ARTIFACT: Final = "reply"
 """The name of the artifact a task's answer is in (streamed, then final)."""
@@ -79,7 +85,8 @@ class CheckedRequests(SimpleRequestContextBuilder):
 
     def __init__(self, agent: str, tasks: TaskStore) -> None:
         """Check messages to the agent named ``agent``, whose tasks ``tasks`` keeps."""
-        super().__init__()
+        # New task ids carry their context's, so a store finds a task from its id.
+        super().__init__(task_id_generator=ContextTaskIds())
         self._agent = agent
         self._tasks = tasks
 
@@ -100,6 +107,11 @@ class CheckedRequests(SimpleRequestContextBuilder):
             message_input(params.message, self._agent)
             if task_id is None and context_id:
                 task_id = await self._waiting(context_id, context)
+            elif task_id is not None and not context_id:
+                named = task or await self._tasks.get(task_id, context)
+                context_id = None if named is None else named.context_id
+            if not context_id:
+                context_id = str(uuid.uuid4())  # a new conversation, named before its task
         return await super().build(context, params, task_id, context_id, task)
 
     async def _waiting(self, context_id: str, context: ServerCallContext) -> str | None:
@@ -108,6 +120,31 @@ class CheckedRequests(SimpleRequestContextBuilder):
         query = ListTasksRequest(context_id=context_id, status=waiting, page_size=1)
         found = await self._tasks.list(query, context)
         return found.tasks[0].id if found.tasks else None
+
+
+class GraphRequests(DefaultRequestHandler):
+    """The SDK's request handler, where cancelling a task also drops its question.
+
+    A task canceled while it waits for input (a question, a pause) leaves nothing
+    waiting on its thread: the next message on the context starts a new run. This
+    holds whether the task's run is in this process or not (after a restart, the SDK
+    cancels a stored task without the executor).
+    """
+
+    def __init__(self, served: ServedGraph, **options: Any) -> None:
+        """The SDK's handler for ``served``, given the handler's own ``options``."""
+        super().__init__(**options)
+        self._served = served
+
+    async def on_cancel_task(
+        self, params: CancelTaskRequest, context: ServerCallContext
+    ) -> Task | None:
+        """Cancel the task (see the SDK), then drop what its thread waits on."""
+        task: Task | None = await super().on_cancel_task(params, context)
+        if task is not None and task.context_id:
+            with contextlib.suppress(ServeError):  # a context that is no thread waits on nothing
+                await self._served.drop_question(task.context_id)
+        return task
 
 
 class GraphExecutor(AgentExecutor):

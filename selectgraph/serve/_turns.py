@@ -37,7 +37,7 @@ from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._threads import ThreadStore, check_thread_id
 from selectgraph.runtime._thread_view import ThreadSnapshot, get_thread
 
-__all__ = ["Question", "ServeError", "ServedGraph", "Turn", "TurnStatus"]
+__all__ = ["DROPPED_KEY", "Question", "ServeError", "ServedGraph", "Turn", "TurnStatus"]
 
 TurnStatus = Literal["done", "interrupted", "paused", "cancelled"]
 """How a turn ended.
@@ -50,6 +50,8 @@ TurnStatus = Literal["done", "interrupted", "paused", "cancelled"]
   completed, and the next message starts a new run from there.
 """
 
+DROPPED_KEY: Final = "serve_dropped"
+"""The thread metadata key naming the checkpoint whose question was dropped."""
 _DONE: Final = object()
 """Marks the end of a stream's deltas."""
 
@@ -300,6 +302,24 @@ class ServedGraph:
                 await asyncio.wait(tasks)
         return bool(tasks)
 
+    async def drop_question(self, thread_id: str) -> bool:
+        """Drop what the thread's run waits on (a question, a pause); False if nothing.
+
+        The next message then starts a new run from the thread's state instead of
+        answering the question (or continuing the paused run): the waiting run is
+        superseded, as by the ``"interrupt"`` strategy. The mark is kept in the
+        thread's metadata, so it holds for any server on the store.
+        """
+        snapshot = await self._snapshot(self._thread_id(thread_id))
+        if snapshot is None or snapshot.state is None:
+            return False
+        if snapshot.status not in ("interrupted", "paused"):
+            return False
+        store = self.store
+        assert isinstance(store, ThreadStore)  # refused in __init__ otherwise
+        await store.aupdate_thread(thread_id, metadata={DROPPED_KEY: snapshot.state.checkpoint_id})
+        return True
+
     # ------------------------------------------------------------ internals
     def _thread_id(self, thread_id: str | None) -> str:
         if thread_id is None:
@@ -325,6 +345,9 @@ class ServedGraph:
         """The run answering ``message`` and its id: the question's resume, or a new run."""
         graph, store = self.graph, self.store
         snapshot = await self._snapshot(thread_id)
+        strategy = self.multitask_strategy
+        if _dropped(snapshot):
+            snapshot, strategy = None, "interrupt"  # a new run supersedes the waiting one
         try:
             if snapshot is not None and snapshot.status == "interrupted" and snapshot.interrupts:
                 question: Interrupt = snapshot.interrupts[0]
@@ -343,7 +366,7 @@ class ServedGraph:
                 self._input(message),
                 run_id=run_id,
                 thread_id=thread_id,
-                multitask_strategy=self.multitask_strategy,
+                multitask_strategy=strategy,
                 checkpoint_store=store,
                 observers=[listen],
             )
@@ -361,6 +384,16 @@ class ServedGraph:
                 422, f"a message is text or a JSON object, got {type(message).__name__}"
             )
         return graph_input(self.graph, self.source, message)
+
+
+def _dropped(snapshot: ThreadSnapshot | None) -> bool:
+    """Whether the thread's run waits on what :meth:`ServedGraph.drop_question` dropped."""
+    if snapshot is None or snapshot.state is None:
+        return False
+    if snapshot.status not in ("interrupted", "paused"):
+        return False
+    # The mark names the checkpoint it dropped: a run that went on since has a new one.
+    return snapshot.thread.metadata.get(DROPPED_KEY) == snapshot.state.checkpoint_id
 
 
 def _answer(question: Interrupt, message: str | Mapping[str, Any] | None) -> Any:

@@ -293,6 +293,51 @@ async def test_an_answer_naming_only_the_context_goes_to_the_task_that_asked(
     assert _reply(done) == "The draft was kept back."
 
 
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "sqlite"])
+async def test_after_cancel_the_next_message_starts_a_new_turn(
+    serve: Any, tmp_path: Any, on_disk: bool
+) -> None:
+    store = SQLiteCheckpointStore(str(tmp_path / "a2a.db")) if on_disk else None
+    url = serve([ServedGraph(review_graph(), store=store)])
+
+    async with await _client(url) as client:
+        asked = await _send(client, _message("my draft"))
+        await client.cancel_task(CancelTaskRequest(id=asked.id))
+        # Before, this answered the canceled question ("kept back"); now it is new input.
+        again = await _send(client, _message("second draft", context_id=asked.context_id))
+        done = await _send(client, _message("yes", context_id=asked.context_id))
+    if store is not None:
+        store.close()
+
+    assert again.id != asked.id
+    assert again.context_id == asked.context_id
+    assert again.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert get_data_parts(again.status.message.parts)[0]["payload"] == {"draft": "second draft"}
+    assert done.id == again.id
+    assert _reply(done) == "The draft was published."
+
+
+async def test_a_task_canceled_after_a_restart_drops_its_question(
+    serve: Any, tmp_path: Any
+) -> None:
+    store = SQLiteCheckpointStore(str(tmp_path / "a2a.db"))
+    async with await _client(serve([ServedGraph(review_graph(), store=store)])) as client:
+        asked = await _send(client, _message("my draft"))
+
+    # The new server has no run for the task: the SDK cancels the stored task itself.
+    async with await _client(serve([ServedGraph(review_graph(), store=store)])) as client:
+        cancelled = await client.cancel_task(CancelTaskRequest(id=asked.id))
+        again = await _send(client, _message("second draft", context_id=asked.context_id))
+        stored = await client.get_task(GetTaskRequest(id=asked.id))
+    store.close()
+
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    assert stored.status.state == TaskState.TASK_STATE_CANCELED
+    assert again.id != asked.id
+    assert again.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert get_data_parts(again.status.message.parts)[0]["payload"] == {"draft": "second draft"}
+
+
 async def test_cancelling_a_task_waiting_for_input_cancels_it(serve: Any) -> None:
     url = serve([ServedGraph(review_graph())])
 
@@ -342,7 +387,7 @@ async def test_a_paused_run_asks_for_input_and_the_next_message_continues_it(
     assert _reply(done) == "published"
 
 
-async def test_after_a_restart_tasks_are_gone_but_the_conversation_goes_on(
+async def test_after_a_restart_a_task_is_found_and_the_conversation_goes_on(
     serve: Any, tmp_path: Any
 ) -> None:
     store = SQLiteCheckpointStore(str(tmp_path / "a2a.db"))
@@ -350,15 +395,68 @@ async def test_after_a_restart_tasks_are_gone_but_the_conversation_goes_on(
     async with await _client(first_url) as client:
         first = await _send(client, _message("one"))
 
-    # Another server on the same store, as after a restart: a new task store.
+    # Another server on the same store, as after a restart: nothing in its memory.
     second_url = serve([ServedGraph(hearing_graph(), store=store)])
     async with await _client(second_url) as client:
-        with pytest.raises(TaskNotFoundError):
-            await client.get_task(GetTaskRequest(id=first.id))
+        found = await client.get_task(GetTaskRequest(id=first.id))
         second = await _send(client, _message("two", context_id=first.context_id))
+        listed = await client.list_tasks(
+            ListTasksRequest(context_id=first.context_id, include_artifacts=True)
+        )
     store.close()
 
+    assert found.status.state == TaskState.TASK_STATE_COMPLETED
+    assert _reply(found) == "one"
+    assert [get_message_text(m) for m in found.history] == ["one"]
     assert _reply(second) == "one | two"
+    assert {task.id: _reply(task) for task in listed.tasks} == {
+        first.id: "one",
+        second.id: "one | two",
+    }
+
+
+async def test_a_question_asked_before_a_restart_is_answered_after_it(
+    serve: Any, tmp_path: Any
+) -> None:
+    store = SQLiteCheckpointStore(str(tmp_path / "a2a.db"))
+    async with await _client(serve([ServedGraph(review_graph(), store=store)])) as client:
+        asked = await _send(client, _message("my draft"))
+
+    async with await _client(serve([ServedGraph(review_graph(), store=store)])) as client:
+        waiting = await client.get_task(GetTaskRequest(id=asked.id))
+        done = await _send(client, _message("yes", context_id=asked.context_id))
+        stored = await client.get_task(GetTaskRequest(id=asked.id))
+    store.close()
+
+    assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert get_data_parts(waiting.status.message.parts)[0]["payload"] == {"draft": "my draft"}
+    assert done.id == asked.id  # the waiting task goes on, on the new server
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert _reply(done) == "The draft was published."
+    assert stored.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_tasks_of_one_agent_are_not_another_agents_on_a_shared_store(
+    serve: Any, tmp_path: Any
+) -> None:
+    store = SQLiteCheckpointStore(str(tmp_path / "a2a.db"))
+    url = serve(
+        [
+            ServedGraph(hearing_graph(), store=store),
+            ServedGraph(hearing_graph("second"), store=store),
+        ]
+    )
+    async with await _client(url) as client:
+        first = await _send(client, _message("one"))
+    async with await _client(f"{url}/a2a/second/") as client:
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id=first.id))
+        listed = await client.list_tasks(ListTasksRequest())
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id="x" * 40))  # no context in it
+    store.close()
+
+    assert list(listed.tasks) == []
 
 
 async def test_a_structured_output_is_also_a_data_part_of_the_reply(serve: Any) -> None:

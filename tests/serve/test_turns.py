@@ -235,3 +235,40 @@ async def test_a_consumer_that_stops_early_stops_the_run() -> None:
     again = await served.turn("again", thread_id="t")  # the thread is free at once
     assert again.status == "done"
     assert seen == ["finished"]  # only the second run got to its end
+
+
+async def test_a_dropped_question_is_not_answered_by_the_next_message() -> None:
+    served = ServedGraph(_review())
+    asked = await served.turn("Owls are birds.")
+
+    assert await served.drop_question(asked.thread_id)
+    again = await served.turn("Bats are birds.", thread_id=asked.thread_id)
+    answered = await served.turn("yes", thread_id=asked.thread_id)
+
+    assert again.status == "interrupted"  # a new run asked about the new draft
+    assert again.run_id != asked.run_id
+    assert again.question is not None
+    assert again.question.payload == {"draft": "Bats are birds."}
+    runs = served.store.thread_runs(asked.thread_id)  # type: ignore[attr-defined]
+    assert runs[-1].superseded == asked.run_id
+    assert answered.status == "done"  # the new question is answered as usual
+    assert answered.run_id == again.run_id
+
+
+async def test_dropping_a_pause_starts_a_new_run_and_nothing_waiting_drops_nothing() -> None:
+    graph = AgentGraph("gated", pause_before=["publish"])
+    graph.add_node("draft", lambda s: {"said": s.messages[-1].text}, next_node="publish")
+    graph.add_node("publish", lambda s: {"published": True}, next_node=END)
+    served = ServedGraph(graph)
+    paused = await served.turn("one")
+
+    assert await served.drop_question(paused.thread_id)
+    again = await served.turn("two", thread_id=paused.thread_id)
+    done = await served.turn("go on", thread_id=paused.thread_id)
+
+    assert paused.status == again.status == "paused"
+    assert again.run_id != paused.run_id  # not the paused run going on
+    assert done.run_id == again.run_id
+    assert done.output == {"said": "two", "published": True}
+    assert not await served.drop_question(paused.thread_id)  # its run is over
+    assert not await served.drop_question("no-such-thread")
