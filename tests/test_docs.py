@@ -161,6 +161,11 @@ PRINTED = {
         "Publish?\nTrue",
     ],
     "docs/studio.md": ["['/', '/api/graph', '/api/runs']"],
+    "docs/interop.md": [
+        "['wx_forecast'] Sunny.",
+        "Publish 'A post about owls'?\nDone: A post about owls (yes) 2",
+        "['writer', 'editor'] EXPLAIN TIDES",
+    ],
     "docs/serving.md": [
         "review - Reviews a draft before it is published.\ninterrupted - Publish this draft?\n"
         "The draft was published.",

@@ -96,7 +96,9 @@ class GraphTool:
                 description, or ``input_schema`` is neither a model nor an object schema.
         """
         self.graph = graph
+        """The graph as given (it runs on its own outside a graph run)."""
         self.program = graph._compiled_graph()
+        """Its compiled form (what runs inside a graph run)."""
         tool_name = name if name is not None else _UNSAFE.sub("_", self.program.name)[:64]
         if not _TOOL_NAME.fullmatch(tool_name):
             raise ValueError(
