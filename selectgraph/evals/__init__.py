@@ -14,7 +14,9 @@ from selectgraph.evals._experiment import (
     CaseOutcome,
     Experiment,
     ExperimentError,
+    ExperimentSummary,
     evaluate_graph,
+    list_experiments,
     read_experiment,
 )
 from selectgraph.evals._scorers import ContainsExpected, ExactMatch, FunctionScorer, JudgeScorer
@@ -28,11 +30,13 @@ __all__ = [
     "ExactMatch",
     "Experiment",
     "ExperimentError",
+    "ExperimentSummary",
     "FunctionScorer",
     "JudgeScorer",
     "compare_experiments",
     "dataset_from_file",
     "dataset_of",
     "evaluate_graph",
+    "list_experiments",
     "read_experiment",
 ]

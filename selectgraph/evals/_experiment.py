@@ -31,7 +31,15 @@ from selectgraph.persistence._memory import InMemoryCheckpointStore
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._threads import Thread, ThreadStore
 
-__all__ = ["CaseOutcome", "Experiment", "ExperimentError", "evaluate_graph", "read_experiment"]
+__all__ = [
+    "CaseOutcome",
+    "Experiment",
+    "ExperimentError",
+    "ExperimentSummary",
+    "evaluate_graph",
+    "list_experiments",
+    "read_experiment",
+]
 
 _CASE: contextvars.ContextVar[str] = contextvars.ContextVar("selectgraph_eval_case")
 _MAX_CASES = 100_000
@@ -63,6 +71,10 @@ class CaseOutcome:
     """How long the run took."""
     tokens: int
     """Model tokens it used (input and output)."""
+    inputs: Any = None
+    """What the case gave the graph (JSON data); None when an older experiment kept none."""
+    cost_usd: float = 0.0
+    """What its model calls cost, in US dollars, where their price is known."""
 
     @property
     def passed(self) -> bool:
@@ -95,6 +107,33 @@ class Experiment:
     def case(self, name: str) -> CaseOutcome | None:
         """The case named ``name``, or None."""
         return next((case for case in self.cases if case.case == name), None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentSummary:
+    """An experiment kept in a store, in brief: what :func:`list_experiments` returns."""
+
+    name: str
+    """The experiment's name."""
+    dataset: str
+    """The dataset's name."""
+    cases: int
+    """How many cases it ran."""
+    passed: int
+    """How many of them passed."""
+    tokens: int
+    """Model tokens its runs used."""
+    cost_usd: float
+    """What its model calls cost (US dollars, where their price is known)."""
+    started: dt.datetime
+    """When its first case's thread was made."""
+    updated: dt.datetime
+    """When a case's thread last changed (the experiment's end, once scored)."""
+
+    @property
+    def pass_rate(self) -> float:
+        """The share of cases that passed."""
+        return self.passed / self.cases if self.cases else 0.0
 
 
 class _TagCase(CaseLifecycle[Any, Any, Any]):
@@ -157,6 +196,7 @@ async def evaluate_graph(
         set_eval_attribute("run_id", result.run_id)
         usage = result.total_usage
         increment_eval_metric("tokens", usage.input_tokens + usage.output_tokens)
+        increment_eval_metric("cost_usd", usage.cost_usd)
         if result.stop_reason != "end":
             raise RuntimeError(f"the run stopped before its end ({result.stop_reason})")
         return json_value(final_output(result))
@@ -196,6 +236,8 @@ def _outcomes(report: EvaluationReport[Any, Any, Any], name: str) -> list[CaseOu
                 error=None,
                 seconds=case.task_duration,
                 tokens=int(case.metrics.get("tokens", 0)),
+                inputs=json_value(case.inputs),
+                cost_usd=float(case.metrics.get("cost_usd", 0.0)),
             )
         )
     for failure in report.failures:
@@ -210,6 +252,7 @@ def _outcomes(report: EvaluationReport[Any, Any, Any], name: str) -> list[CaseOu
                 error=failure.error_message,
                 seconds=0.0,
                 tokens=0,
+                inputs=json_value(failure.inputs),
             )
         )
     return outcomes
@@ -229,6 +272,8 @@ def _record(threads: ThreadStore, outcome: CaseOutcome) -> None:
                 "error": outcome.error,
                 "seconds": round(outcome.seconds, 6),
                 "tokens": outcome.tokens,
+                "cost_usd": outcome.cost_usd,
+                "inputs": outcome.inputs,
                 "run_id": outcome.run_id,
                 "at": time.time(),
             }
@@ -252,6 +297,40 @@ def read_experiment(store: CheckpointStore, name: str) -> Experiment:
     )
 
 
+def list_experiments(store: CheckpointStore, *, limit: int = 100) -> list[ExperimentSummary]:
+    """The experiments kept in ``store``, the most recently run first (blocking).
+
+    Every thread of the store is read once (threads carry their experiment's name in
+    their metadata; stores have no index of experiments), so this costs a read of the
+    store's threads, not of their runs.
+
+    Raises:
+        ExperimentError: the store keeps no threads.
+    """
+    grouped: dict[str, list[Thread]] = {}
+    for thread in _threads(store).list_threads(limit=None):
+        name = thread.metadata.get("experiment")
+        if isinstance(name, str):
+            grouped.setdefault(name, []).append(thread)
+    summaries = [_summary(name, threads) for name, threads in grouped.items()]
+    summaries.sort(key=lambda summary: (summary.updated, summary.name), reverse=True)
+    return summaries[:limit]
+
+
+def _summary(name: str, threads: Sequence[Thread]) -> ExperimentSummary:
+    outcomes = [_stored_outcome(thread) for thread in threads]
+    return ExperimentSummary(
+        name=name,
+        dataset=str(threads[0].metadata.get("dataset", "")),
+        cases=len(outcomes),
+        passed=sum(outcome.passed for outcome in outcomes),
+        tokens=sum(outcome.tokens for outcome in outcomes),
+        cost_usd=sum(outcome.cost_usd for outcome in outcomes),
+        started=min(thread.created_at for thread in threads),
+        updated=max(thread.updated_at for thread in threads),
+    )
+
+
 def _stored_outcome(thread: Thread) -> CaseOutcome:
     meta = thread.metadata
     stored = meta.get("eval")
@@ -270,6 +349,8 @@ def _stored_outcome(thread: Thread) -> CaseOutcome:
         error=None if error is None else str(error),
         seconds=float(kept.get("seconds", 0.0) or 0.0),
         tokens=int(kept.get("tokens", 0) or 0),
+        inputs=kept.get("inputs"),
+        cost_usd=float(kept.get("cost_usd", 0.0) or 0.0),
     )
 
 

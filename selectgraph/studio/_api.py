@@ -24,6 +24,11 @@ from selectgraph.compile._mermaid import mermaid_layout
 from selectgraph.core._errors import ThreadIdError
 from selectgraph.persistence._threads import check_thread_id
 from selectgraph.studio._compare import compare_runs
+from selectgraph.studio._experiments import (
+    compared_experiments,
+    experiment_cases,
+    experiments_listing,
+)
 from selectgraph.studio._fork import fork_edited
 from selectgraph.studio._reload import Reloader
 from selectgraph.studio._runs import RunManager, StudioError
@@ -187,6 +192,32 @@ class Api:
     async def history(self, request: Request) -> Response:
         run_id = _path_run_id(request)
         return JSONResponse(await asyncio.to_thread(self.manager.history, run_id))
+
+    # ------------------------------------------------------------ experiments
+    async def experiments(self, request: Request) -> Response:
+        """The experiments ``selectgraph eval`` kept in this studio's store."""
+        limit = _limit(request, 100)
+        store = self.manager.store
+        return JSONResponse(await asyncio.to_thread(experiments_listing, store, limit))
+
+    async def experiment(self, request: Request) -> Response:
+        """One experiment's cases."""
+        name = request.path_params["name"]
+        return JSONResponse(await asyncio.to_thread(experiment_cases, self.manager.store, name))
+
+    async def compare_experiments(self, request: Request) -> Response:
+        """``?a=BASELINE&b=CANDIDATE``: two experiments case by case."""
+        names = []
+        for key in ("a", "b"):
+            value = request.query_params.get(key)
+            if not value:
+                raise StudioError(
+                    400,
+                    f"comparing experiments needs two: ?a=BASELINE&b=CANDIDATE ({key} is missing)",
+                )
+            names.append(value)
+        store = self.manager.store
+        return JSONResponse(await asyncio.to_thread(compared_experiments, store, *names))
 
     # ------------------------------------------------------------ threads
     async def threads(self, request: Request) -> Response:

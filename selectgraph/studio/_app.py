@@ -19,6 +19,11 @@ Routes (all JSON unless said otherwise):
   from (``forked_from``) and the forks made from it (``forks``).
 - ``GET /api/compare?a=RUN&b=RUN``: two runs side by side (path, tokens, cost,
   duration, and their final states' differences).
+- ``GET /api/experiments``: the experiments ``selectgraph eval`` kept in the store
+  (name, cases, pass rate, tokens, cost, when); ``GET /api/experiments/{name}``: its
+  cases (input, output, expected, scores, pass/fail, run); ``GET
+  /api/compare-experiments?a=BASELINE&b=CANDIDATE``: case by case, each fixed, broke,
+  changed, same, added or removed.
 - ``GET /api/threads`` (``?metadata=key=value``, ``?limit=``); ``GET /api/threads/{id}``:
   its conversation, runs and questions; ``POST /api/threads/{id}/runs`` ``{"input": ...,
   "strategy": "reject" | "enqueue" | "interrupt" | "rollback"}``: the next message.
@@ -146,6 +151,10 @@ def create_app(
         Route("/api/runs/{run_id}/history", api.history),
         Route("/api/runs/{run_id}/checkpoints/{checkpoint_id}", api.checkpoint),
         Route("/api/compare", api.compare),
+        Route("/api/experiments", api.experiments),
+        # Experiment names may hold "/": the path converter takes them whole.
+        Route("/api/experiments/{name:path}", api.experiment),
+        Route("/api/compare-experiments", api.compare_experiments),
         Route("/api/threads", api.threads),
         # Thread ids may hold "/": the path converter takes them whole.
         Route("/api/threads/{thread_id:path}/runs", api.send, methods=["POST"]),
@@ -227,7 +236,7 @@ def _error(status: int, message: str) -> JSONResponse:
 
 async def _studio_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StudioError)
-    return _error(exc.status, str(exc))
+    return JSONResponse({**exc.detail, "error": str(exc)}, status_code=exc.status)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

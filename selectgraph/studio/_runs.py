@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from selectgraph.build._builder import AgentGraph
-from selectgraph.core._errors import ResumeError, SelectGraphError
+from selectgraph.core._answers import check_answer
+from selectgraph.core._errors import AnswerInvalid, ResumeError, SelectGraphError
 from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError, StateValidationError
 from selectgraph.observe._codec import event_to_json, json_value, log_entry
@@ -56,11 +57,15 @@ _CONTENT_FIELDS = ("messages", "text", "arguments", "tool_result")
 
 
 class StudioError(SelectGraphError):
-    """A request the studio cannot carry out; ``status`` is the HTTP status to answer with."""
+    """A request the studio cannot carry out; ``status`` is the HTTP status to answer with.
 
-    def __init__(self, status: int, message: str) -> None:
+    ``detail`` goes into the answer beside ``error`` (an answer's ``errors`` by field).
+    """
+
+    def __init__(self, status: int, message: str, detail: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.detail = dict(detail or {})
 
 
 @dataclass(slots=True)
@@ -88,6 +93,9 @@ class StudioRun:
     task: asyncio.Task[Any] | None = None
     forked_from: dict[str, Any] | None = None
     """The run and checkpoint (with its step) this run was forked from, if it was."""
+    models: dict[str, Any] = field(default_factory=dict)
+    """The Pydantic model each pending question asked with, where this process has it
+    (its validators check an answer beyond the JSON schema)."""
 
     def describe(self) -> dict[str, Any]:
         """The run as the API shows it."""
@@ -188,6 +196,8 @@ class RunManager:
             raise StudioError(
                 404, f"run {run_id!r} has no pending interrupt {interrupt_id!r} (pending: {known})"
             )
+        asked = next(i for i in run.interrupts if i["id"] == interrupt_id)
+        answer = _checked_answer(run, asked, answer)
         run.answered.add(interrupt_id)  # before anything awaits: a second answer gets 409
         run.status = "running"
         run.interrupts = []
@@ -288,6 +298,7 @@ class RunManager:
             }
         if snapshot is not None:
             described.update(lineage(self.store, run_id))
+            self._own_forks(run_id, described["forks"])
             described["state"] = json_value(dict(snapshot.values))
             described["next"] = list(snapshot.next)
             described["checkpoint_id"] = snapshot.checkpoint_id
@@ -295,6 +306,15 @@ class RunManager:
             if head is not None:  # the steps completed, as ``selectgraph runs`` counts them
                 described["step"] = head.step
         return described
+
+    def _own_forks(self, run_id: str, forks: builtins.list[dict[str, Any]]) -> None:
+        """Add the forks of ``run_id`` made here: listed whatever the store's scan reached."""
+        listed = {fork["run_id"] for fork in forks}
+        for run in self.runs.values():
+            parent = run.forked_from
+            if parent and parent["run_id"] == run_id and run.run_id not in listed:
+                where = {key: parent[key] for key in ("checkpoint_id", "step")}
+                forks.append({"run_id": run.run_id, **where})
 
     def listing(self, limit: int = 100) -> builtins.list[dict[str, Any]]:
         """Live runs first (newest first), then runs only the store holds."""
@@ -485,6 +505,7 @@ class RunManager:
             run.status = _STATUS.get(result.stop_reason, "done")
             run.summary = event_summary(result)
             run.interrupts = run.summary["interrupts"]
+            run.models = {i.id: i.response_model for i in result.interrupts if i.response_model}
             if run.status not in ("interrupted", "paused"):
                 run.log.close()
 
@@ -527,6 +548,24 @@ class RunManager:
         if pending and status != "failed":
             status = "interrupted"
         return status, pending
+
+
+def _checked_answer(run: StudioRun, asked: dict[str, Any], answer: Any) -> Any:
+    """``answer`` as the question's schema takes it, checked before the run goes on.
+
+    Raises:
+        StudioError: 422 naming each field that does not fit (``errors``: path -> why);
+            nothing is applied and the question stays pending.
+    """
+    schema = asked.get("response_schema")
+    if schema is None:
+        return answer
+    try:
+        return check_answer(asked["id"], answer, schema, run.models.get(asked["id"]))
+    except AnswerInvalid as error:
+        raise StudioError(
+            422, str(error), {"interrupt_id": asked["id"], "errors": error.errors}
+        ) from None
 
 
 def new_run_id() -> str:

@@ -6,9 +6,9 @@ import asyncio
 import threading
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from selectgraph import END, AgentGraph, InterruptRequest, NodeContext
 
@@ -98,4 +98,43 @@ def gated_graph(gate: Gate) -> AgentGraph:
     graph = AgentGraph("gated")
     graph.add_node("first", lambda state: {"first": True}, next_node="wait")
     graph.add_node("wait", gate, next_node=END)
+    return graph
+
+
+class Verdict(BaseModel):
+    """A reviewer's answer, as a form asks for it."""
+
+    approve: bool
+    score: int = Field(ge=1, le=5, description="1 (poor) to 5 (great)")
+    tone: Literal["formal", "casual"]
+    note: str
+    tags: list[str] = []
+
+
+def review(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+    verdict = yield InterruptRequest(
+        "Review the draft", payload={"draft": state["text"]}, response_schema=Verdict
+    )
+    assert isinstance(verdict, Verdict)  # the node receives the model, not a dict
+    return {"review": verdict.model_dump(), "__last_output__": f"score={verdict.score}"}
+
+
+def review_graph() -> AgentGraph:
+    """A question whose answer must fit :class:`Verdict`."""
+    graph = AgentGraph("review")
+    graph.add_node("review", review, next_node=END)
+    return graph
+
+
+def fragile_ticket_graph() -> AgentGraph:
+    """The ticket graph whose ``approve`` step fails on the category ``refunds``."""
+
+    def approve_or_fail(state: Any) -> dict[str, Any]:
+        if state["category"] == "refunds":
+            raise RuntimeError("refunds cannot be approved here")
+        return {"approved": True}
+
+    graph = AgentGraph("tickets", state_schema=Ticket)
+    graph.add_node("classify", classify, next_node="approve")
+    graph.add_node("approve", approve_or_fail, next_node=END)
     return graph
