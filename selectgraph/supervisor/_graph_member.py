@@ -19,11 +19,13 @@ from pydantic_core import to_json
 
 from selectgraph.compile._outside import final_output, text_state
 from selectgraph.compile._runs import RunMethods
+from selectgraph.core._messages import Message
 from selectgraph.core._run_errors import GraphRunError, NodeError
 from selectgraph.core._state import LAST_OUTPUT
 from selectgraph.runtime._nested import run_child
 from selectgraph.runtime._start import prepare_state
 from selectgraph.state._output import NodeOutput
+from selectgraph.state._views import ViewWrites
 
 if TYPE_CHECKING:
     from selectgraph.nodes._spec import NodeContext
@@ -77,9 +79,12 @@ class _MemberNode:
                 f"team member {self.name!r} (the graph {self.program.name!r}) failed: {error}",
                 node=context.node,
             ) from error
-        answer = final_output(result)
+        found = final_output(result)
+        answer = found if isinstance(found, str) else to_json(found).decode()
+        # Written as an agent node writes its answer: the output, and a message by the node.
         return NodeOutput(
-            update={LAST_OUTPUT: answer if isinstance(answer, str) else to_json(answer).decode()},
+            update={LAST_OUTPUT: answer},
+            writes=ViewWrites(messages=[Message.assistant(answer, name=context.node)]),
             usage=result.total_usage,
         )
 

@@ -32,6 +32,8 @@ from selectgraph.providers._base import Provider
 from selectgraph.supervisor._build import Build
 from selectgraph.supervisor._config import ModelSplit, SupervisorStrategy
 from selectgraph.supervisor._errors import SupervisorError
+from selectgraph.supervisor._graph_member import GraphMember
+from selectgraph.supervisor._prompts import task_of
 from selectgraph.supervisor._result import SupervisorResult
 from selectgraph.supervisor._schemas import SupervisorState
 from selectgraph.supervisor._team import Team
@@ -245,7 +247,8 @@ class SupervisorAgent:
             )
         )
         self.graph: AgentGraph = graph
-        """The graph this supervisor runs; add it to another graph with add_subgraph()."""
+        """The graph this supervisor runs (to nest the team in another graph, add the
+        supervisor itself: ``graph.add_node("team", supervisor)``)."""
         graph.compile()  # report a broken team now, not at the first run
 
     # ------------------------------------------------------------------ runs
@@ -373,6 +376,14 @@ class SupervisorAgent:
             text_input=self.graph_input,
             output=output,
         )
+
+    def __selectgraph_node__(self, name: str) -> Any:
+        """This team as a node of another graph: it works on the task, its answer is the output.
+
+        The task is the state's ``task`` field, else its first user message; the
+        final answer is the node's output and a message by the node.
+        """
+        return GraphMember(self.graph, self.graph_input).node(name, task_of)
 
     def result_of(self, result: GraphResult) -> SupervisorResult:
         """The supervisor's view of a result of this supervisor's graph."""

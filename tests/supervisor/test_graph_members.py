@@ -20,7 +20,7 @@ from selectgraph import (
 from selectgraph.observe import NodeStarted
 from selectgraph.providers import LocalReply
 from selectgraph.testing import ScriptedProvider
-from tests.supervisor._script import member, plan, verdict
+from tests.supervisor._script import member, plan, requests_of, verdict
 
 PE = SupervisorStrategy.PLAN_AND_EXECUTE
 RR = SupervisorStrategy.ROUND_ROBIN
@@ -150,3 +150,23 @@ def test_a_supervisor_is_a_tool_of_an_agent_and_its_final_answer_comes_back() ->
     [answer] = [m.text for m in provider.requests[1].messages if m.role is Role.TOOL]
     assert answer == "beta"
     assert result.total_usage.calls == 2 + 3  # the lead twice; a, b and the review
+
+
+def test_a_supervisor_is_a_node_of_another_graph_working_on_its_first_user_message() -> None:
+    team = SupervisorAgent(
+        agents={"a": member("a", "alpha"), "b": member("b", "beta")},
+        provider=ScriptedProvider([plan(("a", "one"), ("b", "two"))]),
+        strategy=PE,
+    )
+    graph = AgentGraph(name="report")
+    graph.add_node("team", team)
+    graph.add_node("publish", lambda state: {"__last_output__": f"published {state.last_output}"})
+    graph.add_edge("team", "publish")
+    graph.add_edge("publish", END)
+
+    result = graph.run("Explain tides")
+
+    assert result.content == "published beta"
+    assert [m.text for m in result.state.messages] == ["Explain tides", "beta"]
+    assert "Task:\nExplain tides" in requests_of(team.team.members["a"].node)[0].messages[-1].text
+    assert result.total_usage.calls == 3
