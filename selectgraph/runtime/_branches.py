@@ -143,9 +143,17 @@ def start_eagerly(
         parent: The calling task (``asyncio.current_task()``), not current while
             the new task takes its first step; ``None`` starts the task as usual.
     """
-    task = loop.create_task(coroutine)
     ready = getattr(loop, "_ready", None)
-    if parent is None or type(ready) is not deque or not ready:
+    if parent is None or type(ready) is not deque:
+        return loop.create_task(coroutine)
+    # Made as the loop's create_task makes it, without its Python wrapper, unless a
+    # task factory decides how tasks are made.
+    task = (
+        asyncio.Task(coroutine, loop=loop)
+        if loop.get_task_factory() is None
+        else loop.create_task(coroutine)
+    )
+    if not ready:
         return task
     handle = ready[-1]
     owner: object = getattr(getattr(handle, "_callback", None), "__self__", None)
@@ -154,7 +162,9 @@ def start_eagerly(
     ready.pop()
     _leave_task(loop, parent)
     try:
-        handle._run()  # the task's step, in the task's context, as the loop runs it
+        # The task's step in the task's context, as the loop runs it (Handle._run only
+        # adds reporting of errors, which a task's step keeps to itself).
+        handle._context.run(handle._callback, *handle._args)
     finally:
         _enter_task(loop, parent)
     return task

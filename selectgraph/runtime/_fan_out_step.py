@@ -235,7 +235,7 @@ class FanOuts(QuickBranches, Interrupts):
                         raise KeptFailure(done)
                     return done  # type: ignore[no-any-return]
             try:
-                writes = await branch_body(task)
+                writes = await body(task)
             except NodeInterrupt as signal:
                 # Returned, not raised: a question must not cancel the siblings (fail_all).
                 return signal
@@ -247,10 +247,9 @@ class FanOuts(QuickBranches, Interrupts):
         if tasks is not None:
             tasks.fan_out(self, plan)
 
-        async def branch_body(task: BranchTask) -> BranchWrites:
-            if tasks is not None:
-                return await tasks.branch(self, task, lambda: walk_branch(task), walks)
-            return await walk_branch(task)
+        async def executor_branch(task: BranchTask) -> BranchWrites:
+            assert tasks is not None
+            return await tasks.branch(self, task, lambda: walk_branch(task), walks)
 
         async def walk_branch(task: BranchTask) -> BranchWrites:
             quick = self._quick_call(task.node, plan.join)
@@ -267,6 +266,8 @@ class FanOuts(QuickBranches, Interrupts):
             walks.append(branch)
             return await branch.run(task.node)
 
+        # Without an executor a branch is its walk: one coroutine less per branch.
+        body = walk_branch if tasks is None else executor_branch
         mode = plan.options.failure_mode
         limit = plan.options.max_concurrency or self.graph.settings.max_concurrency
         # Under an executor a branch that ran is a recorded task, and a replay must meet
