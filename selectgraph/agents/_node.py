@@ -30,10 +30,12 @@ from selectgraph.agents._prompts import (
     transition_marker,
 )
 from selectgraph.agents._result import AgentChunk, AgentResult
+from selectgraph.core._errors import SelectGraphError
 from selectgraph.core._messages import Message, Role
 from selectgraph.core._policies import Conversation
 from selectgraph.core._serialization import schema_types
 from selectgraph.core._state import CONVERSATION_SUMMARY, LAST_OUTPUT, GraphState
+from selectgraph.core._usage import NO_USAGE
 from selectgraph.nodes._output import read_output
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.observe._events import NodeChunk
@@ -198,6 +200,13 @@ class AgentNode:
                 task=self._task(state),
                 on_chunk=on_chunk,
             )
+        except Exception as error:
+            if task is not None:
+                run.task_done(task)  # a retry asks the model again, it does not replay
+            if where.usage.calls and isinstance(error, SelectGraphError):
+                # What the tools' graphs spent is spent too (the engine counts error.usage).
+                error.usage = (getattr(error, "usage", None) or NO_USAGE) + where.usage  # type: ignore[attr-defined]
+            raise
         finally:
             calling_node.reset(calling)
             if entered is not None:
