@@ -8,6 +8,7 @@ from typing import Any, Unpack
 
 from selectgraph.agents._defaults import DEFAULT_MAX_TOKENS
 from selectgraph.build._builder import AgentGraph
+from selectgraph.compile._graph_tool import GraphTool
 from selectgraph.compile._options import RunOptions, StreamOptions
 from selectgraph.core._models import as_models
 from selectgraph.core._result import GraphResult
@@ -121,6 +122,23 @@ class _Research:
         if deadline is not None:
             start["deadline"] = deadline  # max_seconds from now: a deadline every call keeps
         return start
+
+    def as_tool(
+        self,
+        name: str = "research",
+        description: str = "Research a question in the sources and write a cited report",
+    ) -> GraphTool:
+        """This research app as a tool an agent calls with a question; the report comes back.
+
+        Inside a graph run its usage counts in the run's budget and its events nest
+        under the calling node (see ``AgentGraph.as_tool``).
+
+        Raises:
+            ValueError: the name is not 1-64 letters, digits, '_' or '-'.
+        """
+        return GraphTool(
+            self.graph, name=name, description=description, text_input=self.graph_input
+        )
 
     def run(self, question: str | None = None, **options: Unpack[RunOptions]) -> ResearchResult:
         """Research ``question`` and return the report (blocking)."""

@@ -250,3 +250,32 @@ def test_a_run_needs_a_question(question: str | None) -> None:
     research = IterativeResearch(tools=[CountingSearch()], provider=ResearchModel().provider())
     with pytest.raises(ValueError, match=r"research needs a question|must be non-empty text"):
         research.run(question)
+
+
+def test_research_is_a_tool_of_an_agent_and_a_member_of_a_team() -> None:
+    from selectgraph import END, Agent, AgentGraph, Role, SupervisorAgent, SupervisorStrategy
+    from selectgraph.providers import LocalReply
+    from selectgraph.testing import ScriptedProvider
+
+    model = ResearchModel(write=lambda section: "Pumped hydro returns 70 to 85 percent [1].")
+    research = IterativeResearch(tools=[CountingSearch()], provider=model.provider())
+    lead_model = ScriptedProvider(
+        [LocalReply.tool_call("research", {"input": QUESTION}, call_id="r1"), "done"]
+    )
+    lead = AgentGraph(name="lead")
+    lead.add_node("lead", Agent(provider=lead_model, tools=[research.as_tool()]), next_node=END)
+
+    result = lead.run("Look it up")
+
+    [report] = [m.text for m in lead_model.requests[1].messages if m.role is Role.TOOL]
+    assert report.startswith(f"# {QUESTION}\n\nPumped hydro returns 70 to 85 percent [1].")
+    assert result.total_usage.calls > 2  # the research's own calls are the run's
+
+    team = SupervisorAgent(
+        agents={"researcher": research},
+        provider=ScriptedProvider(
+            [LocalReply.json({"steps": [{"agent": "researcher", "instruction": QUESTION}]})]
+        ),
+        strategy=SupervisorStrategy.PLAN_AND_EXECUTE,
+    )
+    assert team.run(QUESTION).content.startswith("# Task:")
