@@ -20,7 +20,11 @@ async function api(path, options = {}) {
   }
   const reply = await fetch(path, init);
   const body = await reply.json().catch(() => ({}));
-  if (!reply.ok) throw new Error(body.error || `${reply.status} ${reply.statusText}`);
+  if (!reply.ok) {
+    const error = new Error(body.error || `${reply.status} ${reply.statusText}`);
+    error.body = body; // an answer's refusal carries its fields: { errors: { path: why } }
+    throw error;
+  }
   return body;
 }
 
@@ -342,16 +346,32 @@ function showInterrupt(interrupts) {
   const form = $("interrupt-form");
   if (!state.pending.length) {
     form.classList.add("hidden");
+    state.askedId = null;
     return;
   }
   const first = state.pending[0];
+  if (state.askedId === first.id && !form.classList.contains("hidden")) return; // keep what is typed
+  state.askedId = first.id;
   $("interrupt-prompt").textContent = first.prompt;
   const payload = $("interrupt-payload");
   payload.textContent = first.payload == null ? "" : JSON.stringify(first.payload, null, 2);
   payload.classList.toggle("hidden", first.payload == null);
   $("interrupt-answer").value = "";
+  showAnswerError("");
+  // A question with a response schema gets a field per property; others a free answer.
+  state.answerForm = first.response_schema ? sgAnswerForm.build($("interrupt-fields"), first.response_schema) : null;
+  $("interrupt-fields").classList.toggle("hidden", !state.answerForm);
+  $("interrupt-free").classList.toggle("hidden", !!state.answerForm);
   form.classList.remove("hidden");
-  $("interrupt-answer").focus();
+  const focus = state.answerForm ? $("interrupt-fields").querySelector("input, select, textarea") : $("interrupt-answer");
+  if (focus) focus.focus();
+}
+
+function showAnswerError(message, errors) {
+  const box = $("interrupt-error");
+  box.textContent = message;
+  box.classList.toggle("hidden", !message);
+  if (state.answerForm) state.answerForm.showErrors(errors);
 }
 
 function parseLoose(text) {
@@ -364,7 +384,7 @@ async function answer(event) {
   if (!first) return;
   try {
     const run = await api(`api/runs/${encodeURIComponent(state.run)}/resume`, {
-      body: { interrupt_id: first.id, answer: parseLoose($("interrupt-answer").value) },
+      body: { interrupt_id: first.id, answer: state.answerForm ? state.answerForm.value() : parseLoose($("interrupt-answer").value) },
     });
     // The status follows the stream (RunResumed, then how the run ends), which may
     // already have arrived: setting it here could undo a finished run.
@@ -373,7 +393,9 @@ async function answer(event) {
     // which starts with the stored events.
     if (!state.live) follow(run.run_id, run);
   } catch (error) {
-    showError(error.message);
+    // Refused by the schema: said in the form, beside the fields it names; it stays open.
+    if (error.body && error.body.errors) showAnswerError(error.message, error.body.errors);
+    else showError(error.message);
   }
 }
 

@@ -98,6 +98,19 @@ const Timeline = (() => {
       case "InterruptRaised":
         rowFor(record, ts).interrupted = true;
         break;
+      case "RunFailed":
+        // A node that raised gets no NodeFinished: the run's failure closes its bar.
+        for (const row of rows) {
+          if (row.outcome === null && !row.interrupted && (!record.node || row.node === record.node)) {
+            row.outcome = "failure";
+            row.error = record.error || null;
+            if (ts !== null && row.start !== null) {
+              row.end = ts;
+              row.duration = (ts - row.start) * 1000;
+            }
+          }
+        }
+        break;
       case "LLMCallStarted": {
         const call = callFor(record, "llm", ts);
         call.model = record.model;
