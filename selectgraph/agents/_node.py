@@ -233,7 +233,8 @@ class AgentNode:
     def _node_call(self, context: NodeContext, run: Run) -> tuple[CallingNode, str | None]:
         """What the agent's tools see of this node; with a memo when a tool may pause the run."""
         tools = getattr(self.agent, "tools", None) or {}
-        if not any(getattr(tool, "may_interrupt", False) for tool in tools.values()):
+        pausable = any(getattr(tool, "may_interrupt", False) for tool in tools.values())
+        if not pausable or not hasattr(run, "memo_for"):
             return CallingNode(context), None
         task = run.task_id(context.node, context.branch)
         return CallingNode(context, memo=run.memo_for(task)), task

@@ -318,3 +318,40 @@ def test_a_question_outside_a_graph_run_comes_back_as_an_error_the_model_reads()
     assert error.is_error
     assert "approve draft about cats?" in error.text
     assert "run the agent as a node of a graph" in error.text
+
+
+def test_graph_tools_in_parallel_branches_pause_together_and_resume_from_the_store(
+    tmp_path: Path,
+) -> None:
+    def team(first: ScriptedProvider, second: ScriptedProvider) -> AgentGraph:
+        graph = AgentGraph(name="pair")
+        for name, provider in (("a", first), ("b", second)):
+            agent = Agent(AgentConfig(name=name), provider=provider, tools=[writer().as_tool()])
+            graph.add_node(name, agent)
+        graph.add_parallel_nodes("team", ["a", "b"])
+        graph.add_edge("team", END)
+        return graph
+
+    store = tmp_path / "runs.db"
+    paused = team(
+        ScriptedProvider([LocalReply.tool_call("writer", {"input": "owls"}, call_id="x")]),
+        ScriptedProvider([LocalReply.tool_call("writer", {"input": "bats"}, call_id="x")]),
+    ).run("go", checkpoint_store=SQLiteCheckpointStore(store))
+    assert sorted(q.prompt for q in paused.interrupts) == [
+        "approve draft about bats?",
+        "approve draft about owls?",
+    ]
+
+    first = ScriptedProvider([lambda request: "A: " + tool_results(request)[-1]])
+    second = ScriptedProvider([lambda request: "B: " + tool_results(request)[-1]])
+    done = team(first, second).resume(
+        {q.id: q.prompt.split()[-1].rstrip("?") for q in paused.interrupts},
+        checkpoint_store=SQLiteCheckpointStore(store),
+    )
+
+    assert done.stop_reason == "end"
+    assert [m.text for m in done.state.messages][1:] == [
+        "A: draft about owls (owls)",
+        "B: draft about bats (bats)",
+    ]
+    assert (len(first.requests), len(second.requests)) == (1, 1)
