@@ -31,7 +31,6 @@ import contextlib
 import copy
 import functools
 import inspect
-import json
 import re
 import warnings
 from typing import (
@@ -53,10 +52,9 @@ from docstring_parser import Docstring, ParseError, epydoc, google, numpydoc, re
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import PydanticJsonSchemaWarning
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from selectgraph.core._errors import SelectGraphError
-from selectgraph.core._messages import Message, ToolCall
+from selectgraph.core._messages import Message, ToolCall, tool_content
 from selectgraph.providers._base import ToolSpec
 
 if TYPE_CHECKING:
@@ -282,7 +280,7 @@ class Tool(Generic[P, R]):
         except Exception as exc:  # every failure goes back to the model as a result
             message = f"tool {self._name!r} raised {type(exc).__name__}: {exc}"
             return self._error(call, message, kind="exception", exception=type(exc).__name__)
-        return Message.tool(call.id, _render(result), name=self._name)
+        return Message.tool(call.id, tool_content(result), name=self._name)
 
     def _bind(self, validated: BaseModel) -> tuple[list[Any], dict[str, Any]]:
         args: list[Any] = []
@@ -583,18 +581,6 @@ def _unwrap(text: str) -> str:
     """Join the lines of each paragraph: docstrings wrap at a width, models need not."""
     paragraphs = (" ".join(p.split()) for p in re.split(r"\n\s*\n", text))
     return "\n\n".join(p for p in paragraphs if p)
-
-
-def _render(result: Any) -> str | dict[str, Any] | list[Any]:
-    if isinstance(result, str):
-        return result
-    try:
-        value = to_jsonable_python(result, inf_nan_mode="null")
-    except PydanticSerializationError:
-        return str(result)
-    if isinstance(value, dict | list):
-        return value
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _clip(text: str, limit: int) -> str:

@@ -15,17 +15,15 @@ model as an error result.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from selectgraph.compile._outside import final_output, text_state
 from selectgraph.core._errors import SelectGraphError
-from selectgraph.core._messages import Message
+from selectgraph.core._messages import Message, tool_content
 from selectgraph.core._run_errors import GraphRunError
 from selectgraph.providers._base import ToolSpec
 from selectgraph.runtime._nested import calling_node, run_child
@@ -203,7 +201,7 @@ class GraphTool:
     def _answer(self, call: ToolCall, result: GraphResult) -> Message:
         if result.stop_reason not in ("end", "max_steps"):
             return self._error(call, f"the graph stopped before its end ({result.stop_reason})")
-        return Message.tool(call.id, _render(self._output(result)), name=call.name)
+        return Message.tool(call.id, tool_content(self._output(result)), name=call.name)
 
     def _error(self, call: ToolCall, why: str) -> Message:
         return Message.tool(call.id, f"tool {self._name!r}: {why}", name=call.name, is_error=True)
@@ -229,18 +227,6 @@ def _parameters(name: str, schema: type[BaseModel] | Mapping[str, Any] | None) -
 
 def _description(program: Any) -> str:
     return str(getattr(program, "description", "") or "")
-
-
-def _render(value: Any) -> str | dict[str, Any] | list[Any]:
-    if isinstance(value, str):
-        return value
-    try:
-        plain = to_jsonable_python(value, inf_nan_mode="null")
-    except PydanticSerializationError:
-        return str(value)
-    if isinstance(plain, dict | list):
-        return plain
-    return json.dumps(plain, ensure_ascii=False)
 
 
 def _errors(exc: ValidationError) -> str:

@@ -7,8 +7,9 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-__all__ = ["Message", "Role", "ToolCall"]
+__all__ = ["Message", "Role", "ToolCall", "tool_content"]
 
 
 class Role(StrEnum):
@@ -118,3 +119,20 @@ class Message(BaseModel):
     def from_dict(cls, data: dict[str, Any]) -> Message:
         """Rebuild a message written by :meth:`to_dict`."""
         return cls.model_validate(data)
+
+
+def tool_content(result: Any) -> str | dict[str, Any] | list[Any]:
+    """A tool's return value as a tool message's content.
+
+    Text is sent as it is; containers, models and dataclasses as structured JSON
+    content; other JSON-able values as their JSON text; anything else as ``str()``.
+    """
+    if isinstance(result, str):
+        return result
+    try:
+        value = to_jsonable_python(result, inf_nan_mode="null")
+    except PydanticSerializationError:
+        return str(result)
+    if isinstance(value, dict | list):
+        return value
+    return json.dumps(value, ensure_ascii=False)
