@@ -142,7 +142,7 @@ class RunCancelledByToken(BaseException):
 class RunControl:
     """What one run's budgets and token need while it runs (shared by its branches)."""
 
-    __slots__ = ("_lock", "budget", "checked", "started", "token", "usage")
+    __slots__ = ("budget", "checked", "started", "token", "usage")
 
     def __init__(self, budget: Budget, token: CancellationToken | None, usage: Usage) -> None:
         self.budget = budget
@@ -152,7 +152,6 @@ class RunControl:
         self.started = perf_counter()
         self.usage = usage
         """Model usage so far: what the run had when it started, plus every call since."""
-        self._lock = threading.Lock()
 
     @property
     def elapsed(self) -> float:
@@ -200,11 +199,18 @@ class RunControl:
 
     def add(self, usage: Usage) -> None:
         """Count a finished call's usage."""
-        with self._lock:
+        with _adding:
             self.usage = self.usage + usage
 
 
+# One lock for every run's usage (a sum, held for an addition): a lock per run would
+# cost each of thousands of concurrent runs its memory for calls that rarely collide.
+_adding = threading.Lock()
+
 _current: ContextVar[RunControl | None] = ContextVar("selectgraph_run_control", default=None)
+
+_NONE_BEFORE: Any = object()
+"""What :func:`enter` returns when no control was published before it."""
 
 
 def current_control() -> RunControl | None:
@@ -213,13 +219,19 @@ def current_control() -> RunControl | None:
 
 
 def enter(control: RunControl) -> Any:
-    """Publish ``control`` for the current context; returns what :func:`leave` needs."""
-    return _current.set(control)
+    """Publish ``control`` for the current context; returns what :func:`leave` needs.
+
+    That is the control published before (never ``None``), not the ContextVar's
+    token: a run does not keep a token alive for as long as it runs.
+    """
+    before = _current.get()
+    _current.set(control)
+    return _NONE_BEFORE if before is None else before
 
 
-def leave(token: Any) -> None:
-    """Undo :func:`enter`."""
-    _current.reset(token)
+def leave(before: Any) -> None:
+    """Undo :func:`enter`, given what it returned."""
+    _current.set(None if before is _NONE_BEFORE else before)
 
 
 TOKEN_CANCEL = "selectgraph: CancellationToken"
