@@ -45,8 +45,42 @@ __all__ = [
 ]
 
 
+class _Deferred(GraphEvent):
+    """An event a recorder may hand out before filling its fields: they are filled on first read.
+
+    Most listeners that take every event (a counter, a stream handed on) never read
+    a field, so building each event in full would be wasted. The recorder sets
+    ``_pending`` to (fill, base, step, timestamp, values) instead; the first read
+    of a field that is not set yet comes here and fills them all.
+    """
+
+    __slots__ = ("_pending",)
+
+    if not TYPE_CHECKING:  # type checkers must keep seeing only the declared fields
+
+        def __getattr__(self, name: str) -> Any:
+            try:
+                pending = _get_pending(self)
+            except AttributeError:  # built by its constructor: nothing is pending
+                pending = None
+            if pending is None:
+                raise AttributeError(
+                    f"{type(self).__name__!r} object has no attribute {name!r}",
+                    name=name,
+                    obj=self,
+                )
+            fill, base, step, timestamp, values = pending
+            fill(self, base, step, timestamp, values)
+            _set_pending(self, None)
+            return object.__getattribute__(self, name)
+
+
+_get_pending = _Deferred._pending.__get__  # type: ignore[attr-defined]
+_set_pending = _Deferred._pending.__set__  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunStarted(GraphEvent):
+class RunStarted(_Deferred):
     """A run began at ``entry``."""
 
     type: ClassVar[GraphEventType] = GraphEventType.GRAPH_START
@@ -62,7 +96,7 @@ class RunStarted(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NodeStarted(GraphEvent):
+class NodeStarted(_Deferred):
     """A node began executing."""
 
     type: ClassVar[GraphEventType] = GraphEventType.NODE_START
@@ -73,7 +107,7 @@ class NodeStarted(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NodeRetried(GraphEvent):
+class NodeRetried(_Deferred):
     """A node attempt failed and will be retried after ``delay_s``."""
 
     type: ClassVar[GraphEventType] = GraphEventType.NODE_RETRIED
@@ -88,7 +122,7 @@ class NodeRetried(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NodeFinished(GraphEvent):
+class NodeFinished(_Deferred):
     """A node finished, successfully or not, and its output was merged."""
 
     type: ClassVar[GraphEventType] = GraphEventType.NODE_END
@@ -115,7 +149,7 @@ class NodeFinished(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EdgeFired(GraphEvent):
+class EdgeFired(_Deferred):
     """Routing chose the next node."""
 
     type: ClassVar[GraphEventType] = GraphEventType.ROUTING
@@ -142,7 +176,7 @@ class EdgeFired(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NodeChunk(GraphEvent):
+class NodeChunk(_Deferred):
     """A streaming node (an agent) produced more text."""
 
     type: ClassVar[GraphEventType] = GraphEventType.NODE_CHUNK
@@ -158,7 +192,7 @@ class NodeChunk(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StallDetected(GraphEvent):
+class StallDetected(_Deferred):
     """The state has not changed for ``unchanged_steps`` consecutive steps."""
 
     type: ClassVar[GraphEventType] = GraphEventType.STALL_DETECTED
@@ -169,7 +203,7 @@ class StallDetected(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LoopDetected(GraphEvent):
+class LoopDetected(_Deferred):
     """A node was about to run again on a state identical to an earlier visit."""
 
     type: ClassVar[GraphEventType] = GraphEventType.LOOP_DETECTED
@@ -180,7 +214,7 @@ class LoopDetected(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunFinished(GraphEvent):
+class RunFinished(_Deferred):
     """The run stopped and produced a result."""
 
     type: ClassVar[GraphEventType] = GraphEventType.GRAPH_END
@@ -207,7 +241,7 @@ class RunFinished(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunFailed(GraphEvent):
+class RunFailed(_Deferred):
     """The run raised."""
 
     type: ClassVar[GraphEventType] = GraphEventType.ERROR
@@ -222,7 +256,7 @@ class RunFailed(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunCancelled(GraphEvent):
+class RunCancelled(_Deferred):
     """The run was stopped from outside before it could finish or fail.
 
     Emitted when the task running the graph is cancelled (``task.cancel()``, a
@@ -241,7 +275,7 @@ class RunCancelled(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ParallelStarted(GraphEvent):
+class ParallelStarted(_Deferred):
     """A fan-out started its branches (the seed's PARALLEL_START)."""
 
     type: ClassVar[GraphEventType] = GraphEventType.PARALLEL_START
@@ -259,7 +293,7 @@ class ParallelStarted(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ParallelFinished(GraphEvent):
+class ParallelFinished(_Deferred):
     """A fan-out's branches finished and what they wrote was merged (the seed's PARALLEL_END)."""
 
     type: ClassVar[GraphEventType] = GraphEventType.PARALLEL_END
@@ -283,7 +317,7 @@ class ParallelFinished(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class InterruptRaised(GraphEvent):
+class InterruptRaised(_Deferred):
     """A generator node yielded an InterruptRequest that has no answer yet."""
 
     type: ClassVar[GraphEventType] = GraphEventType.GRAPH_INTERRUPT
@@ -300,7 +334,7 @@ class InterruptRaised(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunPaused(GraphEvent):
+class RunPaused(_Deferred):
     """The run stopped at a point it can continue from (its last event until resumed)."""
 
     type: ClassVar[GraphEventType] = GraphEventType.RUN_PAUSED
@@ -315,7 +349,7 @@ class RunPaused(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunResumed(GraphEvent):
+class RunResumed(_Deferred):
     """A run continued from a checkpoint or from its live paused state."""
 
     type: ClassVar[GraphEventType] = GraphEventType.GRAPH_RESUME
@@ -330,7 +364,7 @@ class RunResumed(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CheckpointSaved(GraphEvent):
+class CheckpointSaved(_Deferred):
     """A checkpoint of the run was written (or, with ``durability="async"``, handed to a writer)."""
 
     type: ClassVar[GraphEventType] = GraphEventType.CHECKPOINT
@@ -344,7 +378,7 @@ class CheckpointSaved(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NodeCacheHit(GraphEvent):
+class NodeCacheHit(_Deferred):
     """A node's cached output was used instead of running it."""
 
     type: ClassVar[GraphEventType] = GraphEventType.NODE_CACHE_HIT
@@ -355,7 +389,7 @@ class NodeCacheHit(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LLMCallStarted(GraphEvent):
+class LLMCallStarted(_Deferred):
     """An agent is about to call its model (after the run's budgets allowed it)."""
 
     type: ClassVar[GraphEventType] = GraphEventType.LLM_CALL_STARTED
@@ -376,7 +410,7 @@ class LLMCallStarted(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LLMCallFinished(GraphEvent):
+class LLMCallFinished(_Deferred):
     """A model call returned (or failed); its usage is counted against the run's budgets."""
 
     type: ClassVar[GraphEventType] = GraphEventType.LLM_CALL_FINISHED
@@ -407,7 +441,7 @@ class LLMCallFinished(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallStarted(GraphEvent):
+class ToolCallStarted(_Deferred):
     """An agent started running a tool its model asked for."""
 
     type: ClassVar[GraphEventType] = GraphEventType.TOOL_CALL_STARTED
@@ -422,7 +456,7 @@ class ToolCallStarted(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallFinished(GraphEvent):
+class ToolCallFinished(_Deferred):
     """A tool call ended."""
 
     type: ClassVar[GraphEventType] = GraphEventType.TOOL_CALL_FINISHED
@@ -441,7 +475,7 @@ class ToolCallFinished(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BudgetExceeded(GraphEvent):
+class BudgetExceeded(_Deferred):
     """A budget refused the next model call (or step); the run stops with ``stop_reason=budget``."""
 
     type: ClassVar[GraphEventType] = GraphEventType.BUDGET_EXCEEDED
@@ -458,7 +492,7 @@ class BudgetExceeded(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CustomEvent(GraphEvent):
+class CustomEvent(_Deferred):
     """Data a node published with ``context.emit_custom(data)`` (astream's ``"custom"`` mode)."""
 
     type: ClassVar[GraphEventType] = GraphEventType.CUSTOM
@@ -469,7 +503,7 @@ class CustomEvent(GraphEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SupervisorReplanned(GraphEvent):
+class SupervisorReplanned(_Deferred):
     """A supervisor threw its plan away after stalling and made a new one (seed 004)."""
 
     type: ClassVar[GraphEventType] = GraphEventType.SUPERVISOR_REPLAN

@@ -24,6 +24,7 @@ from selectgraph.observe._events import (
     RunFailed,
     RunFinished,
     RunPaused,
+    _Deferred,
 )
 
 if TYPE_CHECKING:
@@ -115,10 +116,15 @@ Maker = Callable[[tuple[Any, ...], int, float, tuple[Any, ...]], GraphEvent]
 
 _MAKERS: dict[tuple[int, int], Maker] = {}
 """A constructor per (event class code, number of own values given)."""
+_DEFERS: dict[tuple[int, int], Maker] = {}
+"""The same, building events whose fields are filled when first read (``_Deferred``)."""
 
 
-def _maker(code: int, given: int) -> Maker:
-    """A constructor that fills the event's slots one by one, skipping ``__init__``.
+def _makers(code: int, given: int) -> tuple[Maker, Maker]:
+    """Constructors filling the event's slots one by one, skipping ``__init__``.
+
+    The first builds the event whole; the second leaves its fields to be filled
+    when one is first read (see ``_Deferred``).
 
     A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``
     by name; setting the slots through their descriptors costs a third of that,
@@ -129,9 +135,9 @@ def _maker(code: int, given: int) -> Maker:
     own = _own_fields(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
-        return _through_init(cls, own[:given])
+        construct = _through_init(cls, own[:given])
+        return construct, construct
     env: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    lines = ["def make(base, step, timestamp, values):", "    event = new(cls)"]
     sources = [f"base[{i}]" for i in range(4)] + ["step", "timestamp"]
     names = ["run_id", "graph", "namespace", "branch", "step", "timestamp", *own]
     for index, name in enumerate(own):
@@ -143,14 +149,29 @@ def _maker(code: int, given: int) -> Maker:
                 raise TypeError(f"{cls.__name__} needs its field {name!r}: {given} values given")
             env[f"d{index}"] = default
             sources.append(f"d{index}")
+    sets = []
     for index, (name, source) in enumerate(zip(names, sources, strict=True)):
         env[f"s{index}"] = getattr(cls, name).__set__
-        lines.append(f"    s{index}(event, {source})")
-    lines.append("    return event")
+        sets.append(f"    s{index}(event, {source})")
+    lines = [
+        "def fill(event, base, step, timestamp, values):",
+        *sets,
+        "def make(base, step, timestamp, values):",
+        "    event = new(cls)",
+        *sets,
+        "    return event",
+        "def defer(base, step, timestamp, values):",
+        "    event = new(cls)",
+        "    pend(event, (fill, base, step, timestamp, values))",
+        "    return event",
+    ]
+    if issubclass(cls, _Deferred):
+        env["pend"] = _Deferred._pending.__set__  # type: ignore[attr-defined]
     # The source is built from our own dataclasses' field names only, never from data.
     exec("\n".join(lines), env)
     made: Maker = env["make"]
-    return made
+    deferred: Maker = env["defer"] if issubclass(cls, _Deferred) else made
+    return made, deferred
 
 
 def _through_init(cls: type[GraphEvent], names: tuple[str, ...]) -> Maker:
@@ -167,11 +188,12 @@ def _through_init(cls: type[GraphEvent], names: tuple[str, ...]) -> Maker:
     return construct
 
 
-def _make(code: int, given: int) -> Maker:
-    make = _MAKERS.get((code, given))
-    if make is None:
-        make = _MAKERS[code, given] = _maker(code, given)
-    return make
+def _make(code: int, given: int, deferred: bool = False) -> Maker:
+    """The constructor of events of class ``code`` from ``given`` values (made on first use)."""
+    key = (code, given)
+    if key not in _MAKERS:
+        _MAKERS[key], _DEFERS[key] = _makers(code, given)
+    return _DEFERS[key] if deferred else _MAKERS[key]
 
 
 def _build(raw: RawEvent, extra: dict[str, Any] | None = None) -> GraphEvent:
@@ -302,7 +324,7 @@ class EventRecorder:
         self._wants = tuple((listener, wanted_types(listener)) for listener in self._listeners)
         # Who gets each event class, by code, worked out on first use; a recorder
         # without listeners of its own (a branch's) routes as its parent does.
-        self._routes: dict[int, Route] = (
+        self._routes: dict[int, tuple[Route, dict[tuple[int, int], Maker]]] = (
             parent._routes if parent is not None and not self._listeners else {}
         )
         self._parent = parent
@@ -378,11 +400,23 @@ class EventRecorder:
 
     def record(self, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Record an event of ``cls``; ``values`` are its own fields in declaration order."""
-        self._record(cls, self._base, step, time.time(), values)
+        if self.live:
+            self._record(cls, self._base, step, time.time(), values)
+            return
+        code = _CODES.get(cls)
+        if code is None:
+            code = _code(cls)
+        self._log.append((code, self._base, step, time.time(), *values))
 
     def record_at(self, clock: float, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Like :meth:`record`, timestamped from a ``perf_counter()`` reading the caller took."""
-        self._record(cls, self._base, step, clock + self._wall_offset, values)
+        if self.live:
+            self._record(cls, self._base, step, clock + self._wall_offset, values)
+            return
+        code = _CODES.get(cls)
+        if code is None:
+            code = _code(cls)
+        self._log.append((code, self._base, step, clock + self._wall_offset, *values))
 
     def _record(
         self,
@@ -396,13 +430,14 @@ class EventRecorder:
         if code is None:
             code = _code(cls)
         if self.live:
-            routes = self._routes.get(code)
-            if routes is None:
-                routes = self._route(code)
+            found = self._routes.get(code)
+            if found is None:
+                found = self._route(code)
+            routes, makers = found
             if routes or code in _LAST_CODES:
-                make = _MAKERS.get((code, len(values)))
+                make = makers.get((code, len(values)))
                 if make is None:
-                    make = _make(code, len(values))
+                    make = _make(code, len(values), makers is _DEFERS)
                 event = make(base, step, timestamp, values)
                 self._log.append(event)
                 self._send(routes, event)
@@ -410,22 +445,29 @@ class EventRecorder:
         # Nobody listens for it: kept as a tuple, built only if the trace is read.
         self._log.append((code, base, step, timestamp, *values))
 
-    def _route(self, code: int) -> Route:
-        """The listeners that want events of class ``code``, outermost graph's first."""
+    def _route(self, code: int) -> tuple[Route, dict[tuple[int, int], Maker]]:
+        """The listeners of events of class ``code`` (outermost graph's first), and their makers.
+
+        Events are built with their fields filled on first read unless a listener
+        named the events it wants (``event_types``): such a listener reads them,
+        while one taking every event (a counter, a stream handed on) often does not.
+        """
         cls = _CLASSES[code]
         chain: list[EventRecorder] = []
         recorder: EventRecorder | None = self
         while recorder is not None:
             chain.append(recorder)
             recorder = recorder._parent
-        routes = tuple(
-            listener
+        wanted = [
+            (listener, wants)
             for recorder in reversed(chain)
             for listener, wants in recorder._wants
             if wants is None or issubclass(cls, wants)
-        )
-        self._routes[code] = routes
-        return routes
+        ]
+        readers = any(wants is not None for _, wants in wanted)
+        found = (tuple(listener for listener, _ in wanted), _MAKERS if readers else _DEFERS)
+        self._routes[code] = found
+        return found
 
     def finish_node(
         self,
@@ -453,14 +495,15 @@ class EventRecorder:
             # alive as long as anything holds the trace.
             self._log.append((_NODE_FINISHED, base, step, finished, node, visit, duration,
                               outcome, attempts))  # fmt: skip
-            routes = self._routes.get(_NODE_FINISHED)
-            if routes is None:
-                routes = self._route(_NODE_FINISHED)
+            found = self._routes.get(_NODE_FINISHED)
+            if found is None:
+                found = self._route(_NODE_FINISHED)
+            routes, makers = found
             if routes:
                 values = (node, visit, duration, outcome, attempts, None, update, state)
-                make = _MAKERS.get((_NODE_FINISHED, 8))
+                make = makers.get((_NODE_FINISHED, 8))
                 if make is None:
-                    make = _make(_NODE_FINISHED, 8)
+                    make = _make(_NODE_FINISHED, 8, makers is _DEFERS)
                 self._send(routes, make(base, step, finished, values))
             return
         # Only a run's own recorder folds: recorders of branches and subgraphs share
@@ -521,10 +564,10 @@ class EventRecorder:
         code = _CODES.get(type(event))
         if code is None:
             code = _code(type(event))
-        routes = self._routes.get(code)
-        if routes is None:
-            routes = self._route(code)
-        self._send(routes, event)
+        found = self._routes.get(code)
+        if found is None:
+            found = self._route(code)
+        self._send(found[0], event)
 
     def _send(self, routes: Route, event: GraphEvent) -> None:
         """Call each listener of ``routes`` with ``event``; a failing one is counted and logged."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 from typing import Any
 
 import pytest
@@ -215,3 +217,33 @@ def test_otel_asks_for_the_events_that_make_spans_and_a_subclass_on_event_gets_a
     assert counting.kinds.count("EdgeFired") == 2
     names = sorted(span.name for span in exporter.get_finished_spans())
     assert names == ["invoke_workflow loop"] * 2 + ["selectgraph.node n"] * 4
+
+
+def test_events_handed_to_a_catch_all_observer_fill_their_fields_when_read() -> None:
+    unread, rebuilt = Everything(), Everything()
+    graph = loop_graph(2).compile()
+    graph.run({"x": 0}, observers=[unread])
+    for event in unread.events:  # nothing read yet: each goes through a way of reading it
+        if isinstance(event, NodeFinished | RunStarted | RunFinished):
+            continue  # they hold the live state or result
+        assert pickle.loads(pickle.dumps(event)) == event
+    graph.run({"x": 0}, observers=[rebuilt])
+    # Each of these is the first read of its event.
+    first, second, edge = rebuilt.events[1], rebuilt.events[4], rebuilt.events[3]
+    assert isinstance(first, NodeStarted)
+    assert copy.copy(first) == first
+    assert getattr(second, "nope", "default") == "default"
+    assert isinstance(second, NodeStarted)
+    assert second.visit == 2
+    with pytest.raises(AttributeError, match="'EdgeFired' object has no attribute 'nope'"):
+        edge.nope  # type: ignore[attr-defined]  # noqa: B018
+    assert isinstance(edge, EdgeFired)
+    assert edge.next_node == "n"
+    last = unread.events[-1]
+    assert isinstance(last, RunFinished)
+    assert last.node_name is None
+    assert last.steps == 2
+    assert last.result is not None
+    assert last.result.state["x"] == 2
+    assert [comparable(e) for e in unread.events] == [comparable(e) for e in rebuilt.events]
+    assert [type(e) for e in unread.events] == [type(e) for e in rebuilt.events]
