@@ -90,7 +90,7 @@ Route = tuple[Listener, ...]
 """The listeners of one event class, outermost graph's first."""
 
 
-def wanted_types(listener: Listener) -> tuple[type[GraphEvent], ...] | None:
+def wanted_types(listener: Callable[..., Any]) -> tuple[type[GraphEvent], ...] | None:
     """The event classes ``listener`` declared it wants (``event_types``); ``None``: all.
 
     Read from the listener itself (a function given the attribute) or, for a bound

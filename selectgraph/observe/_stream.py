@@ -86,10 +86,28 @@ _CONVERTERS: dict[str, Callable[[GraphEvent], Any]] = {
 }
 
 
+_NEEDS: dict[str, tuple[type[GraphEvent], ...] | None] = {
+    "events": None,
+    "updates": (NodeFinished,),
+    "values": (NodeFinished, RunStarted, ParallelFinished),
+    "messages": (NodeChunk,),
+    "custom": (CustomEvent,),
+}
+"""The events each mode makes items of (``None``: every event)."""
+
+
+def _events(event: GraphEvent) -> tuple[Any, ...]:
+    return (event,)
+
+
 def stream_converter(
     mode: StreamMode | Sequence[StreamMode],
 ) -> Callable[[GraphEvent], tuple[Any, ...]]:
     """A function giving the items to yield for one event (none, usually, in data modes).
+
+    The function's ``event_types`` names the events it can make items of (``None``:
+    every event); a listener calling it may declare the same (see
+    :attr:`~selectgraph.observe.Observer.event_types`), so a run builds no others for it.
 
     Raises:
         ValueError: an unknown mode, or an empty list of modes.
@@ -103,14 +121,10 @@ def stream_converter(
             raise ValueError(
                 f"unknown stream_mode {name!r}; use one of {', '.join(map(repr, _MODES))}"
             )
+    needs = [_NEEDS[name] for name in modes]
+    types = None if None in needs else tuple(cls for need in needs for cls in need or ())
     if single:
-        only = _CONVERTERS[modes[0]]
-
-        def one(event: GraphEvent) -> tuple[Any, ...]:
-            item = only(event)
-            return _NOTHING if item is _NOTHING else (item,)
-
-        return one
+        return _marked(_single(modes[0]), types)
     chosen = [(name, _CONVERTERS[name]) for name in modes]
 
     def several(event: GraphEvent) -> tuple[Any, ...]:
@@ -121,4 +135,26 @@ def stream_converter(
                 out.append((name, item))
         return tuple(out)
 
-    return several
+    return _marked(several, types)
+
+
+def _single(mode: str) -> Callable[[GraphEvent], tuple[Any, ...]]:
+    """The converter of one mode: its item in a tuple, or an empty tuple."""
+    if mode == "events":
+        return _events  # every event is an item: nothing to look at
+    only = _CONVERTERS[mode]
+
+    def one(event: GraphEvent) -> tuple[Any, ...]:
+        item = only(event)
+        return _NOTHING if item is _NOTHING else (item,)
+
+    return one
+
+
+def _marked(
+    convert: Callable[[GraphEvent], tuple[Any, ...]], types: tuple[type[GraphEvent], ...] | None
+) -> Callable[[GraphEvent], tuple[Any, ...]]:
+    """``convert``, with ``event_types`` saying which events it needs (``None``: all)."""
+    if types is not None:
+        convert.event_types = types  # type: ignore[attr-defined]
+    return convert

@@ -13,15 +13,18 @@ from selectgraph import END, AgentGraph, AgentObserver, AsyncAgentObserver
 from selectgraph.observe import (
     EdgeFired,
     GraphEvent,
+    NodeChunk,
     NodeFinished,
     NodeStarted,
     Observer,
+    ParallelFinished,
     RunFinished,
     RunStarted,
     drain_sync,
 )
 from selectgraph.observe._observer import as_listener
 from selectgraph.observe._recorder import wanted_types
+from selectgraph.observe._stream import stream_converter
 
 
 @pytest.fixture(autouse=True)
@@ -247,3 +250,29 @@ def test_events_handed_to_a_catch_all_observer_fill_their_fields_when_read() -> 
     assert last.result.state["x"] == 2
     assert [comparable(e) for e in unread.events] == [comparable(e) for e in rebuilt.events]
     assert [type(e) for e in unread.events] == [type(e) for e in rebuilt.events]
+
+
+@pytest.mark.parametrize(
+    ("mode", "types"),
+    [
+        ("events", None),
+        ("updates", {NodeFinished}),
+        ("values", {NodeFinished, RunStarted, ParallelFinished}),
+        (["updates", "messages"], {NodeFinished, NodeChunk}),
+        (["custom", "events"], None),
+    ],
+)
+def test_a_stream_converter_names_the_events_its_modes_make_items_of(
+    mode: Any, types: set[type[GraphEvent]] | None
+) -> None:
+    convert = stream_converter(mode)
+    declared = wanted_types(convert)
+    assert (None if declared is None else set(declared)) == types
+    everything = Everything()
+    loop_graph(3).compile().run({"x": 0}, observers=[everything])
+    wanted = tuple(types) if types is not None else GraphEvent
+    # What the declared events make is all the converter makes of the run's events.
+    assert [item for e in everything.events for item in convert(e)] == [
+        item for e in everything.events if isinstance(e, wanted) for item in convert(e)
+    ]
+    assert any(convert(e) for e in everything.events)
