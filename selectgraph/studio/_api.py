@@ -101,6 +101,10 @@ class Api:
             return JSONResponse(await asyncio.to_thread(self.manager.listing, limit))
         body = await self._body(request)
         run_id = _run_id(body)
+        if body.get("input") is None:  # the engine would take it as "continue run_id"
+            raise StudioError(
+                400, "a new run needs an input: text, or an object of state fields ({} for none)"
+            )
         run = self.manager.start(self._input(body.get("input")), run_id)
         return JSONResponse(run.describe(), status_code=201)
 

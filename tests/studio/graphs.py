@@ -138,3 +138,17 @@ def fragile_ticket_graph() -> AgentGraph:
     graph.add_node("classify", classify, next_node="approve")
     graph.add_node("approve", approve_or_fail, next_node=END)
     return graph
+
+
+def choice_graph() -> AgentGraph:
+    """A question whose answer is one of two words (a JSON schema dict, not a model)."""
+
+    def choose(state: Any) -> Generator[InterruptRequest, Any, dict[str, Any]]:
+        picked = yield InterruptRequest(
+            "Ship it?", response_schema={"type": "string", "enum": ["ship", "hold"]}
+        )
+        return {"picked": picked, "__last_output__": f"picked {picked}"}
+
+    graph = AgentGraph("choice")
+    graph.add_node("choose", choose, next_node=END)
+    return graph

@@ -210,3 +210,24 @@ async def test_an_edited_fork_whose_run_fails_shows_failed_with_its_parent(
         f"document.getElementById('run-id').textContent === {json.dumps(parent)}"
     )
     await page.locator("#run-lineage a.fork-run").wait_for(timeout=10_000)
+
+
+async def test_a_question_whose_answer_is_one_word_of_a_list_gets_a_choice(
+    page: Any,  # noqa: F811
+    serve: Callable[..., Served],
+) -> None:
+    from tests.studio.graphs import choice_graph
+
+    served = serve(choice_graph())
+    await page.goto(served.url)
+    await page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    await page.click("#start-run")  # the box left empty: the state's defaults
+    await page.wait_for_selector("#interrupt-form:not(.hidden)", timeout=30_000)
+    field = page.locator("#interrupt-fields .sg-field")
+    assert await field.count() == 1
+    assert await field.get_attribute("data-kind") == "enum"
+    assert await page.locator("#sg-answer-value option").all_inner_texts() == ["ship", "hold"]
+    await page.select_option("#sg-answer-value", label="hold")
+    await page.click("#interrupt-submit")
+    await page.wait_for_selector("body[data-run-status=done]", timeout=30_000)
+    assert "picked hold" in await page.inner_text("#stream")

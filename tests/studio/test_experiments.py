@@ -13,7 +13,7 @@ from selectgraph import SQLiteCheckpointStore
 from selectgraph.evals import dataset_of, evaluate_graph, list_experiments
 from tests.studio import evalgraphs
 from tests.studio.conftest import Served
-from tests.studio.graphs import fragile_ticket_graph, review_graph, ticket_graph
+from tests.studio.graphs import choice_graph, fragile_ticket_graph, review_graph, ticket_graph
 from tests.studio.test_inspect import post, wait_status
 
 
@@ -150,6 +150,24 @@ def test_an_answer_that_does_not_fit_the_schema_is_refused_naming_the_field(serv
     assert done["state"]["review"] == {**right, "tags": []}
 
 
+def test_a_stored_question_is_checked_by_another_studio_against_its_json_schema(
+    serve: Any, tmp_path: Path
+) -> None:
+    first = serve(choice_graph(), store=SQLiteCheckpointStore(tmp_path / "runs.db"))
+    run_id = post(first, "/api/runs", {"input": {}}).json()["run_id"]
+    asked = wait_status(first, run_id, "interrupted")["interrupts"][0]
+    # Another studio on the same store has the question only as the store keeps it.
+    other = serve(choice_graph(), store=SQLiteCheckpointStore(tmp_path / "runs.db"))
+    resume = f"/api/runs/{run_id}/resume"
+    reply = post(other, resume, {"interrupt_id": asked["id"], "answer": "maybe"})
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["errors"] == {"": "'maybe' is not one of ['ship', 'hold']"}
+    assert "the answer: 'maybe' is not one of" in reply.json()["error"]
+    reply = post(other, resume, {"interrupt_id": asked["id"], "answer": "hold"})
+    assert reply.status_code == 202, reply.text
+    assert wait_status(other, run_id, "done")["state"]["picked"] == "hold"
+
+
 # ------------------------------------------------------------------ forks that fail
 def _checkpoint_after(served: Served, run_id: str, node: str) -> str:
     history = get(served, f"/api/runs/{run_id}/history").json()
@@ -194,3 +212,11 @@ def test_a_fork_whose_run_fails_shows_failed_with_its_parent(serve: Any, tmp_pat
     assert shown["status"] == "failed"
     assert shown["forked_from"]["run_id"] == parent
     assert [f["run_id"] for f in get(again, f"/api/runs/{parent}").json()["forks"]] == [fork]
+
+
+def test_a_run_without_an_input_is_refused_not_failed(serve: Any) -> None:
+    served = serve(choice_graph())
+    reply = post(served, "/api/runs", {"input": None})
+    assert reply.status_code == 400
+    assert "a new run needs an input" in reply.json()["error"]
+    assert get(served, "/api/runs").json() == []

@@ -403,7 +403,8 @@ async function answer(event) {
 async function startRun() {
   const text = $("run-input").value.trim();
   try {
-    const run = await api("api/runs", { body: { input: text ? parseLoose(text) : null } });
+    // An empty box starts from the state's defaults (null would mean "continue a run").
+    const run = await api("api/runs", { body: { input: text ? parseLoose(text) : {} } });
     follow(run.run_id);
   } catch (error) {
     showError(error.message);
