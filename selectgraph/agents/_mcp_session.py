@@ -16,21 +16,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import os
 import sys
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Coroutine
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, PaginatedRequestParams
+from pydantic import ValidationError
 
 if TYPE_CHECKING:
     from selectgraph.agents._mcp_config import MCPServerConfig
 
 __all__ = ["Connection", "ConnectionLost", "ProtocolFailure", "open_connection"]
+
+T = TypeVar("T")
+_LINE_START: Final = 80
+"""Characters of a line that is not JSON-RPC shown in the error."""
 
 
 class ConnectionLost(Exception):
@@ -51,6 +57,8 @@ class Connection:
         self._stop = asyncio.Event()
         self._failure: BaseException | None = None
         self._owner: asyncio.Task[None] | None = None
+        self._waiting: set[asyncio.Future[str]] = set()
+        """One future per request in flight, told when the server writes garbage."""
         self.lost = False
         """Set once the server went away; the next use opens a new connection."""
 
@@ -81,7 +89,7 @@ class Connection:
             async with self._transport() as (read, write):
                 watched = _Watched(read, self)
                 async with ClientSession(watched, write) as session:
-                    await session.initialize()
+                    await self._unless_garbled(session.initialize())
                     self._session = session
                     self._ready.set()
                     await self._stop.wait()
@@ -140,7 +148,9 @@ class Connection:
         if session is None or self.lost:
             raise ConnectionLost("the connection is closed")
         try:
-            return await send(session)
+            return await self._unless_garbled(send(session))
+        except ProtocolFailure:
+            raise
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED or self.lost:
                 self.lost = True
@@ -153,6 +163,41 @@ class Connection:
             if self.lost:
                 raise ConnectionLost(_describe(exc)) from exc
             raise ProtocolFailure(_describe(exc)) from exc
+
+    async def _unless_garbled(self, request: Coroutine[Any, Any, T]) -> T:
+        """``request``'s answer, or ProtocolFailure at once if the server writes garbage.
+
+        The SDK cannot tell which request a line it could not parse answered (it
+        logs it and passes it on as an exception), so every request in flight then
+        fails, instead of waiting out its timeout for an answer that never comes.
+
+        Raises:
+            ProtocolFailure: the server wrote a line that is not JSON-RPC.
+        """
+        garbled: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        work = asyncio.ensure_future(request)
+        self._waiting.add(garbled)
+        try:
+            either: list[asyncio.Future[Any]] = [work, garbled]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            work.cancel()
+            raise
+        finally:
+            self._waiting.discard(garbled)
+        if work.done():
+            garbled.cancel()
+            return work.result()
+        work.cancel()
+        with contextlib.suppress(BaseException):
+            await work
+        raise ProtocolFailure(garbled.result())
+
+    def garbled(self, line: str) -> None:
+        """The server wrote ``line`` (its start), which is not JSON-RPC: fail what waits."""
+        for waiting in self._waiting:
+            if not waiting.done():
+                waiting.set_result(f"it wrote a line that is not JSON-RPC: {line}")
 
     async def close(self) -> None:
         """Close the session and stop the server (bounded by the SDK's own shutdown waits)."""
@@ -182,8 +227,11 @@ class _Watched:
         except (StopAsyncIteration, anyio.EndOfStream, anyio.ClosedResourceError):
             self._connection.lost = True
             raise
-        if isinstance(item, Exception) and _is_transport_failure(item):
-            self._connection.lost = True
+        if isinstance(item, Exception):
+            if _is_transport_failure(item):
+                self._connection.lost = True
+            elif isinstance(item, ValueError):  # the SDK's parse error for one line
+                self._connection.garbled(_bad_line(item))
         return item
 
     async def receive(self) -> Any:
@@ -199,6 +247,22 @@ class _Watched:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stream.__aexit__(*exc)
+
+
+def _bad_line(error: ValueError) -> str:
+    """The start of the line a parse error is about, as well as the error tells it."""
+    shown: Any = None
+    if isinstance(error, ValidationError) and error.errors():
+        shown = error.errors()[0].get("input")
+    if shown is None:
+        shown = str(error)
+    elif not isinstance(shown, str):
+        try:
+            shown = json.dumps(shown, ensure_ascii=False)
+        except (TypeError, ValueError):
+            shown = repr(shown)
+    start = shown.strip()[:_LINE_START]
+    return repr(start + ("..." if len(shown.strip()) > _LINE_START else ""))
 
 
 async def _list_page(session: ClientSession, *, params: PaginatedRequestParams | None) -> Any:
