@@ -75,13 +75,28 @@ _Key = tuple[tuple[str, ...], str | None, str]
 
 
 @dataclass(slots=True)
+class _Unstarted:
+    """A node span not started yet.
+
+    Started when the node ends, with every attribute in one go (the SDK checks
+    attributes as they are set, under a lock), or as soon as something needs it:
+    a span inside the node, an event on it, the run ending first.
+    """
+
+    name: str
+    parent: Span
+    attributes: dict[str, AttributeValue]
+    start: int
+
+
+@dataclass(slots=True)
 class _RunSpans:
     """The open spans of one run; dropped as soon as the run ends."""
 
     root: Span
     root_context: Any
     """The OpenTelemetry context holding ``root``: the parent of most node spans."""
-    nodes: dict[_Key, Span] = field(default_factory=dict)
+    nodes: dict[_Key, Span | _Unstarted] = field(default_factory=dict)
     parallels: dict[_Key, Span] = field(default_factory=dict)
     calls: dict[tuple[str, ...], Span] = field(default_factory=dict)
     """Open model and tool call spans."""
@@ -238,7 +253,7 @@ class OTelObserver(Observer):
             if fan_out is not None:
                 return fan_out
         if namespace:
-            subgraph = run.nodes.get((namespace[:-1], _task_id(branch), namespace[-1]))
+            subgraph = self._node_span(run, (namespace[:-1], _task_id(branch), namespace[-1]))
             if subgraph is not None:
                 return subgraph
         if branch is not None:
@@ -249,7 +264,7 @@ class OTelObserver(Observer):
         """The node span an event happened in, else the span enclosing it."""
         node = event.node_name
         if node is not None:
-            span = run.nodes.get((event.namespace, _task_id(event.branch), node))
+            span = self._node_span(run, (event.namespace, _task_id(event.branch), node))
             if span is not None:
                 return span
         return self._enclosing(run, event.namespace, event.branch)
@@ -369,6 +384,7 @@ class OTelObserver(Observer):
         for spans in (run.calls, run.nodes, run.parallels):
             # Innermost first: the most recently opened span of each kind ends first.
             for span in reversed(list(spans.values())):
+                span = self._started(run, span)
                 span.set_attribute("selectgraph.ended_with_run", True)
                 span.end(end)
             spans.clear()
@@ -377,9 +393,10 @@ class OTelObserver(Observer):
         """A (sub)graph failed or was cancelled in a node that has no NodeFinished: close it."""
         if event.node is None:
             return
-        span = run.nodes.pop((event.namespace, _task_id(event.branch), event.node), None)
-        if span is None:
+        found = run.nodes.pop((event.namespace, _task_id(event.branch), event.node), None)
+        if found is None:
             return
+        span = self._started(run, found)
         if isinstance(event, RunFailed):
             self._fail(span, event.error, _error_type(event.error))
             span.set_attribute("selectgraph.outcome", "failure")
@@ -394,23 +411,48 @@ class OTelObserver(Observer):
         key = (event.namespace, _task_id(event.branch), event.node)
         previous = run.nodes.pop(key, None)
         if previous is not None:  # never finished: do not let it leak
-            previous.end(_ns(event.timestamp))
+            self._started(run, previous).end(_ns(event.timestamp))
         attributes = self._where(event)
         attributes["selectgraph.node"] = event.node
         attributes["selectgraph.visit"] = event.visit
         parent = self._enclosing(run, event.namespace, event.branch)
-        run.nodes[key] = self._start(
-            run, f"selectgraph.node {event.node}", parent, event, attributes
+        name = f"selectgraph.node {event.node}"
+        run.nodes[key] = _Unstarted(name, parent, attributes, _ns(event.timestamp))
+
+    def _node_span(self, run: _RunSpans, key: _Key) -> Span | None:
+        """The open span of a node, started now if it was not yet."""
+        found = run.nodes.get(key)
+        if isinstance(found, _Unstarted):
+            found = run.nodes[key] = self._started(run, found)
+        return found
+
+    def _started(self, run: _RunSpans, span: Span | _Unstarted) -> Span:
+        """``span``, started if it was an :class:`_Unstarted` one."""
+        if not isinstance(span, _Unstarted):
+            return span
+        return self._tracer.start_span(
+            span.name,
+            context=self._context_of(run, span.parent),
+            kind=self._api.SpanKind.INTERNAL,
+            attributes=span.attributes,
+            start_time=span.start,
         )
 
     def _finish_node(self, run: _RunSpans, event: NodeFinished) -> None:
-        span = run.nodes.pop((event.namespace, _task_id(event.branch), event.node), None)
-        if span is None:
+        found = run.nodes.pop((event.namespace, _task_id(event.branch), event.node), None)
+        if found is None:
             return
         outcome = str(event.outcome)
-        span.set_attributes(
-            {"selectgraph.outcome": outcome, "selectgraph.attempts": event.attempts}
-        )
+        ended: dict[str, AttributeValue] = {
+            "selectgraph.outcome": outcome,
+            "selectgraph.attempts": event.attempts,
+        }
+        if isinstance(found, _Unstarted):
+            found.attributes.update(ended)
+            span = self._started(run, found)
+        else:
+            span = found
+            span.set_attributes(ended)
         if outcome in _FAILED_OUTCOMES or (outcome == "skipped" and event.error):
             self._fail(span, event.error or outcome, _error_type(event.error, outcome))
         span.end(_ns(event.timestamp))
