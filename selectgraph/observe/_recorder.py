@@ -440,7 +440,14 @@ class EventRecorder:
                     make = _make(code, len(values), makers is _DEFERS)
                 event = make(base, step, timestamp, values)
                 self._log.append(event)
-                self._send(routes, event)
+                # As _send does, inline: this runs for every event of an observed run.
+                for listener in routes:
+                    try:
+                        listener(event)
+                    except Exception:
+                        self._listener_failed(self.outermost, listener, event)
+                if code in _LAST_CODES:
+                    run_ended(event)  # async observers' queue closes behind the run's last event
                 return
         # Nobody listens for it: kept as a tuple, built only if the trace is read.
         self._log.append((code, base, step, timestamp, *values))
