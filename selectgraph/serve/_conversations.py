@@ -9,7 +9,9 @@ explicitly wins (the ``X-Thread-Id`` header, ``metadata.thread_id``, the Respons
 API's ``conversation`` or ``previous_response_id``). Anything else starts a thread.
 
 Digests are kept in the store (so a restarted server, or another one on the same
-store, finds them) and remembered in memory for the lookups that follow.
+store, finds them), which is the source of truth: memory remembers which thread a
+digest named, to read that one thread instead of searching, and a thread whose
+stored digest moved on (another server went on with it) is not continued.
 """
 
 from __future__ import annotations
@@ -93,13 +95,21 @@ class Conversations:
         if not history:
             return None
         key = digest(self.served.name, history)
-        found = self._known.get(key)
-        if found is not None:
-            return found
         store = self.served.store
         assert isinstance(store, ThreadStore)  # ServedGraph refuses stores without threads
+        found = self._known.get(key)
+        if found is not None:
+            # The store has the last word: another server on it may have gone on with
+            # the thread since, and then this history is an older one.
+            thread = await store.aget_thread(found)
+            if thread is not None and thread.metadata.get(DIGEST_KEY) == key:
+                return found
+            self._forget(found)
         threads = await store.alist_threads(metadata={DIGEST_KEY: key}, limit=1)
-        return threads[0].thread_id if threads else None
+        if not threads:
+            return None
+        self._remember(key, threads[0].thread_id)
+        return threads[0].thread_id
 
     async def record(self, thread_id: str, conversation: Exchange) -> None:
         """Remember that ``thread_id`` holds ``conversation`` (its reply included)."""
@@ -111,11 +121,18 @@ class Conversations:
         await store.aupdate_thread(thread_id, metadata={DIGEST_KEY: key})
         # The thread holds only its latest conversation, in memory as in the store: an
         # older history (a client retrying an earlier turn) starts a thread of its own.
-        previous = self._latest.pop(thread_id, None)
-        if previous is not None:
-            self._known.pop(previous, None)
+        self._remember(key, thread_id)
+
+    def _remember(self, key: str, thread_id: str) -> None:
+        """Note that ``thread_id`` holds the conversation ``key`` (and no older one)."""
+        self._forget(thread_id)
         self._known[key] = thread_id
         self._latest[thread_id] = key
         while len(self._known) > _REMEMBERED:
             _, dropped = self._known.popitem(last=False)
             self._latest.pop(dropped, None)
+
+    def _forget(self, thread_id: str) -> None:
+        previous = self._latest.pop(thread_id, None)
+        if previous is not None:
+            self._known.pop(previous, None)

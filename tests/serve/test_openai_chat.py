@@ -224,3 +224,44 @@ def test_a_restarted_server_on_the_same_store_continues_the_conversation(tmp_pat
 
     assert second.choices[0].message.content == "one | two"
     assert (second.model_extra or {})["thread_id"] == (first.model_extra or {})["thread_id"]
+
+
+def test_two_servers_on_one_store_agree_on_which_history_a_thread_holds(tmp_path: Path) -> None:
+    store = SQLiteCheckpointStore(str(tmp_path / "served.db"))
+    with (
+        Server(create_app([ServedGraph(hearing_graph(), store=store)])) as one,
+        Server(create_app([ServedGraph(hearing_graph(), store=store)])) as other,
+    ):
+        first = openai.OpenAI(base_url=f"{one.url}/v1", api_key="unused", max_retries=0)
+        second = openai.OpenAI(base_url=f"{other.url}/v1", api_key="unused", max_retries=0)
+        started = first.chat.completions.create(
+            model="hearing", messages=[{"role": "user", "content": "one"}]
+        )
+        history: Any = [
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": started.choices[0].message.content},
+        ]
+        # The other server goes on with the thread: it holds a longer conversation now.
+        went_on = second.chat.completions.create(
+            model="hearing", messages=[*history, {"role": "user", "content": "two"}]
+        )
+        # The first server remembers the older history; the store says it is no more.
+        retried = first.chat.completions.create(
+            model="hearing", messages=[*history, {"role": "user", "content": "three"}]
+        )
+        longer = [
+            *history,
+            {"role": "user", "content": "two"},
+            {"role": "assistant", "content": went_on.choices[0].message.content},
+            {"role": "user", "content": "four"},
+        ]
+        continued = first.chat.completions.create(model="hearing", messages=longer)
+    store.close()
+
+    thread = (started.model_extra or {})["thread_id"]
+    assert went_on.choices[0].message.content == "one | two"
+    assert (went_on.model_extra or {})["thread_id"] == thread
+    assert retried.choices[0].message.content == "three"  # a thread of its own
+    assert (retried.model_extra or {})["thread_id"] != thread
+    assert continued.choices[0].message.content == "one | two | four"
+    assert (continued.model_extra or {})["thread_id"] == thread
