@@ -88,6 +88,9 @@ _LAST_CODES = frozenset(_code(cls) for cls in _LAST_EVENTS)
 
 Route = tuple[Listener, ...]
 """The listeners of one event class, outermost graph's first."""
+_Way = tuple[Route, "Maker | None", bool, int]
+"""For an event class and number of values: its listeners, its maker (``None``: nobody
+listens, keep the tuple), whether it ends a run, its code."""
 
 
 def wanted_types(listener: Callable[..., Any]) -> tuple[type[GraphEvent], ...] | None:
@@ -296,6 +299,7 @@ class EventRecorder:
         "_routes",
         "_wall_offset",
         "_wants",
+        "_ways",
         "keeps_content",
         "listener_errors",
         "live",
@@ -327,6 +331,9 @@ class EventRecorder:
         self._routes: dict[int, tuple[Route, dict[tuple[int, int], Maker]]] = (
             parent._routes if parent is not None and not self._listeners else {}
         )
+        self._ways: dict[tuple[type[GraphEvent], int], _Way] = (
+            parent._ways if parent is not None and not self._listeners else {}
+        )
         self._parent = parent
         self.listener_errors = 0
         """Listener calls that raised (counted on the outermost recorder)."""
@@ -357,7 +364,13 @@ class EventRecorder:
         self, base: tuple[Any, ...], clock: float, cls: type[GraphEvent], step: int, *values: Any
     ) -> None:
         """Like :meth:`record_at`, for a branch that runs without a recorder of its own."""
-        self._record(cls, base, step, clock + self._wall_offset, values)
+        if self.live:
+            self._record(cls, base, step, clock + self._wall_offset, values)
+            return
+        code = _CODES.get(cls)
+        if code is None:
+            code = _code(cls)
+        self._log.append((code, base, step, clock + self._wall_offset, *values))
 
     def for_branch(self, branch: BranchRef) -> EventRecorder:
         """A recorder for one branch of a fan-out: same trace and listeners, tagged events."""
@@ -426,31 +439,38 @@ class EventRecorder:
         timestamp: float,
         values: tuple[Any, ...],
     ) -> None:
+        way = self._ways.get((cls, len(values)))
+        if way is None:
+            way = self._way(cls, len(values))
+        routes, make, last, code = way
+        if make is None:
+            # Nobody listens for it: kept as a tuple, built only if the trace is read.
+            self._log.append((code, base, step, timestamp, *values))
+            return
+        event = make(base, step, timestamp, values)
+        self._log.append(event)
+        # As _send does, inline: this runs for every event of an observed run.
+        for listener in routes:
+            try:
+                listener(event)
+            except Exception:
+                self._listener_failed(self.outermost, listener, event)
+        if last:
+            run_ended(event)  # async observers' queue closes behind the run's last event
+
+    def _way(self, cls: type[GraphEvent], given: int) -> _Way:
+        """How an event of ``cls`` made of ``given`` values is recorded, worked out once."""
         code = _CODES.get(cls)
         if code is None:
             code = _code(cls)
-        if self.live:
-            found = self._routes.get(code)
-            if found is None:
-                found = self._route(code)
-            routes, makers = found
-            if routes or code in _LAST_CODES:
-                make = makers.get((code, len(values)))
-                if make is None:
-                    make = _make(code, len(values), makers is _DEFERS)
-                event = make(base, step, timestamp, values)
-                self._log.append(event)
-                # As _send does, inline: this runs for every event of an observed run.
-                for listener in routes:
-                    try:
-                        listener(event)
-                    except Exception:
-                        self._listener_failed(self.outermost, listener, event)
-                if code in _LAST_CODES:
-                    run_ended(event)  # async observers' queue closes behind the run's last event
-                return
-        # Nobody listens for it: kept as a tuple, built only if the trace is read.
-        self._log.append((code, base, step, timestamp, *values))
+        found = self._routes.get(code)
+        if found is None:
+            found = self._route(code)
+        routes, makers = found
+        last = code in _LAST_CODES
+        make = _make(code, given, makers is _DEFERS) if routes or last else None
+        way = self._ways[cls, given] = (routes, make, last, code)
+        return way
 
     def _route(self, code: int) -> tuple[Route, dict[tuple[int, int], Maker]]:
         """The listeners of events of class ``code`` (outermost graph's first), and their makers.
@@ -502,16 +522,18 @@ class EventRecorder:
             # alive as long as anything holds the trace.
             self._log.append((_NODE_FINISHED, base, step, finished, node, visit, duration,
                               outcome, attempts))  # fmt: skip
-            found = self._routes.get(_NODE_FINISHED)
-            if found is None:
-                found = self._route(_NODE_FINISHED)
-            routes, makers = found
-            if routes:
+            way = self._ways.get((NodeFinished, 8))
+            if way is None:
+                way = self._way(NodeFinished, 8)
+            routes, make, _, _ = way
+            if make is not None:
                 values = (node, visit, duration, outcome, attempts, None, update, state)
-                make = makers.get((_NODE_FINISHED, 8))
-                if make is None:
-                    make = _make(_NODE_FINISHED, 8, makers is _DEFERS)
-                self._send(routes, make(base, step, finished, values))
+                event = make(base, step, finished, values)
+                for listener in routes:
+                    try:
+                        listener(event)
+                    except Exception:
+                        self._listener_failed(self.outermost, listener, event)
             return
         # Only a run's own recorder folds: recorders of branches and subgraphs share
         # their parent's log with other threads, and log[-1] may change under them.
