@@ -33,7 +33,8 @@ from google.protobuf.json_format import (  # type: ignore[import-untyped]
     ParseError,
 )
 
-from selectgraph.persistence._threads import ThreadStore
+from selectgraph.core._errors import ResumeError, ThreadIdError
+from selectgraph.persistence._threads import Thread, ThreadStore
 
 __all__ = ["AGENT_KEY", "SETTLED", "TASK_KEY", "ContextTaskIds", "StoredTasks", "context_of_task"]
 
@@ -105,12 +106,15 @@ class StoredTasks(TaskStore):
         self._remember(task.id, owner, copy)
         if self._stored_state.get(task.id) == task.status.state:
             return  # a reply delta: the store gets it with the next change of state
-        thread = await self._store.aget_thread(task.context_id)
+        thread = await self._thread(task.context_id)
         if thread is None:
             return  # no run claimed the thread (yet): memory keeps it
         record = {"agent": self._agent, "owner": owner, "task": MessageToDict(copy)}
         metadata = {f"{TASK_KEY}{task.id}": record, f"{AGENT_KEY}{self._agent}": True}
-        await self._store.aupdate_thread(task.context_id, metadata=metadata)
+        try:
+            await self._store.aupdate_thread(task.context_id, metadata=metadata)
+        except ResumeError:
+            return  # the thread was deleted meanwhile: memory keeps the task
         self._stored_state[task.id] = task.status.state
         if task.status.state in SETTLED:
             # No more updates come from this process: the store's copy is the one to
@@ -126,7 +130,7 @@ class StoredTasks(TaskStore):
         context_id = context_of_task(task_id)
         if context_id is None:
             return None
-        thread = await self._store.aget_thread(context_id)
+        thread = await self._thread(context_id)
         if thread is None:
             return None
         return self._task(thread.metadata.get(f"{TASK_KEY}{task_id}"), owner)
@@ -136,7 +140,7 @@ class StoredTasks(TaskStore):
         owner = self._owner(context)
         found: dict[str, Task] = {}
         if params.context_id:
-            thread = await self._store.aget_thread(params.context_id)
+            thread = await self._thread(params.context_id)
             threads = [] if thread is None else [thread]
         else:
             threads = await self._store.alist_threads(metadata={f"{AGENT_KEY}{self._agent}": True})
@@ -159,10 +163,17 @@ class StoredTasks(TaskStore):
         self._memory.pop(task_id, None)
         self._stored_state.pop(task_id, None)
         context_id = context_of_task(task_id)
-        if context_id is not None and await self._store.aget_thread(context_id) is not None:
+        if context_id is not None and await self._thread(context_id) is not None:
             await self._store.aupdate_thread(context_id, metadata={f"{TASK_KEY}{task_id}": None})
 
     # ------------------------------------------------------------ internals
+    async def _thread(self, context_id: str) -> Thread | None:
+        """The context's thread; None when there is none, or the id cannot name one."""
+        try:
+            return await self._store.aget_thread(context_id)
+        except ThreadIdError:
+            return None  # refused before a run (the task says why): no thread to keep it in
+
     def _remember(self, task_id: str, owner: str, task: Task) -> None:
         self._memory[task_id] = (owner, task)
         self._memory.move_to_end(task_id)

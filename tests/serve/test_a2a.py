@@ -509,14 +509,23 @@ async def test_a_failed_run_fails_the_task_saying_why(serve: Any) -> None:
     assert "the backend is down" in get_message_text(task.status.message)
 
 
-async def test_input_the_graph_refuses_rejects_the_task(serve: Any) -> None:
-    url = serve([ServedGraph(hearing_graph())])
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "sqlite"])
+async def test_input_the_graph_refuses_rejects_the_task(
+    serve: Any, tmp_path: Any, on_disk: bool
+) -> None:
+    store = SQLiteCheckpointStore(str(tmp_path / "a2a.db")) if on_disk else None
+    url = serve([ServedGraph(hearing_graph(), store=store)])
 
     async with await _client(url) as client:
         task = await _send(client, _message("hi", context_id="bad|id"))
+        # No run claimed a thread for it: the task is kept in memory, and found there.
+        found = await client.get_task(GetTaskRequest(id=task.id))
+    if store is not None:
+        store.close()
 
     assert task.status.state == TaskState.TASK_STATE_REJECTED
     assert "bad|id" in get_message_text(task.status.message)
+    assert found.status.state == TaskState.TASK_STATE_REJECTED
 
 
 async def test_a_message_without_text_is_an_invalid_params_error(serve: Any) -> None:
