@@ -3,7 +3,9 @@
 The server (``tests/interop/servers/broken_mcp.py``) is written by hand, without the
 SDK, so it can answer what the SDK's server never would: content of an unknown type,
 a result that is not a CallToolResult, JSON-RPC errors without a code, lines that are
-not JSON, answers to requests nobody sent, half a line before exiting.
+not JSON, answers to requests nobody sent, half a line before exiting. A line that is
+not JSON-RPC fails the calls in flight at once; only an answer to a request nobody
+sent is left to the call's timeout.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ TIMEOUT = 5.0
 
 MALFORMED = ["wrong_content", "content_not_a_list", "structured_not_an_object"]
 """Valid JSON-RPC carrying a result that is not a CallToolResult: refused at once."""
-UNREADABLE = ["not_a_result", "error_without_code", "no_jsonrpc_field", "not_json", "wrong_id"]
-"""Lines the SDK cannot match to the call (it logs and drops them): the call times out."""
+NOT_JSON_RPC = ["not_a_result", "error_without_code", "no_jsonrpc_field", "not_json"]
+"""Lines that are not JSON-RPC messages: every call in flight fails at once."""
+UNREADABLE = ["wrong_id"]
+"""A well-formed answer to a request nobody sent (the SDK drops it): the call times out."""
 
 
 def _tools(env: dict[str, str] | None = None) -> MCPTools:
@@ -52,7 +56,7 @@ def broken() -> Iterator[MCPTools]:
 
 
 def test_every_way_the_server_breaks_is_covered() -> None:
-    assert set(BROKEN) == {*MALFORMED, *UNREADABLE, "half_line_then_exit"}
+    assert set(BROKEN) == {*MALFORMED, *NOT_JSON_RPC, *UNREADABLE, "half_line_then_exit"}
 
 
 @pytest.mark.parametrize("tool", MALFORMED)
@@ -68,6 +72,22 @@ async def test_a_result_that_is_not_a_call_tool_result_is_a_protocol_error(
         tool,
     )
     assert f"MCP server 'broken' failed while calling {tool!r}" in str(failed.value)
+    assert (await broken.acall("ok")).content == "fine"  # the session goes on
+
+
+@pytest.mark.parametrize("tool", NOT_JSON_RPC)
+async def test_a_line_that_is_not_json_rpc_fails_the_call_at_once(
+    broken: MCPTools, tool: str
+) -> None:
+    with pytest.raises(MCPServerError) as failed:
+        await broken.acall(tool)
+
+    assert (failed.value.reason, failed.value.server, failed.value.tool) == (
+        "protocol",
+        "broken",
+        tool,
+    )
+    assert "it wrote a line that is not JSON-RPC" in str(failed.value)
     assert (await broken.acall("ok")).content == "fine"  # the session goes on
 
 
