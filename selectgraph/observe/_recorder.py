@@ -1,10 +1,11 @@
 """Recorder: keep a run's events as its trace and hand each one to the run's listeners.
 
-Events are the single record of a run. When nobody listens, the recorder
-keeps each event as a compact tuple and builds the event object only when the
-trace is read, so an unobserved run does not pay for objects it never shows.
-With a listener (an observer, astream(), a tracer), every event is built at
-once and delivered in order.
+Events are the single record of a run. The recorder keeps each event as a
+compact tuple and builds the event object only when the trace is read, so a run
+does not pay for objects nobody looks at. With listeners (an observer, astream(),
+a tracer), each event some listener wants is also built once, shared by all of
+them, and delivered in order: filled in full for listeners that named the events
+they want (``event_types``), else with its fields filled on first read.
 """
 
 from __future__ import annotations
@@ -419,8 +420,11 @@ class EventRecorder:
             if way[1] is None:
                 self._log.append((way[3], self._base, step, time.time(), *values))
                 return
-            event = way[1](self._base, step, time.time(), values)
-            self._log.append(event)
+            timestamp = time.time()
+            # The trace keeps the tuple: the event dies with its last listener's use
+            # of it, not in a garbage collection of a long run's trace.
+            self._log.append((way[3], self._base, step, timestamp, *values))
+            event = way[1](self._base, step, timestamp, values)
             for listener in way[0]:
                 try:
                     listener(event)
@@ -442,8 +446,9 @@ class EventRecorder:
             if way[1] is None:
                 self._log.append((way[3], self._base, step, clock + self._wall_offset, *values))
                 return
-            event = way[1](self._base, step, clock + self._wall_offset, values)
-            self._log.append(event)
+            timestamp = clock + self._wall_offset
+            self._log.append((way[3], self._base, step, timestamp, *values))
+            event = way[1](self._base, step, timestamp, values)
             for listener in way[0]:
                 try:
                     listener(event)
@@ -473,8 +478,8 @@ class EventRecorder:
             # Nobody listens for it: kept as a tuple, built only if the trace is read.
             self._log.append((code, base, step, timestamp, *values))
             return
+        self._log.append((code, base, step, timestamp, *values))  # as record() does
         event = make(base, step, timestamp, values)
-        self._log.append(event)
         # As _send does, inline: this runs for every event of an observed run.
         for listener in routes:
             try:
