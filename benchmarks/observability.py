@@ -130,6 +130,54 @@ def selectgraph_loop_otel() -> w.Workload:
     return traced
 
 
+def otel_sdk_spans() -> w.Workload:
+    """The OpenTelemetry SDK alone: 1,000 spans as loop1000_otel makes them, no graph.
+
+    Each span is started under a run span with the attributes OTelObserver gives a
+    node span (eight, one a list) and ended, into the same in-memory exporter: the
+    floor ``loop1000_otel`` cannot go below, whatever selectgraph does.
+    """
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError as exc:
+        raise w.NotAvailable("opentelemetry-sdk is not installed") from exc
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("selectgraph")
+
+    def spans() -> int:
+        root = tracer.start_span("invoke_workflow loop")
+        context = trace.set_span_in_context(root)
+        for step in range(1, w.LOOP_STEPS + 1):
+            now = time.time_ns()
+            attributes: dict[str, Any] = {
+                "selectgraph.run_id": "0123456789abcdef",
+                "selectgraph.graph": "loop",
+                "selectgraph.step": step,
+                "selectgraph.namespace": [],
+                "selectgraph.node": "n",
+                "selectgraph.visit": step,
+                "selectgraph.outcome": "success",
+                "selectgraph.attempts": 1,
+            }
+            span = tracer.start_span(
+                "selectgraph.node n", context=context, attributes=attributes, start_time=now
+            )
+            span.end(now + 1_000)
+        root.end()
+        made = len(exporter.get_finished_spans())
+        exporter.clear()
+        return made
+
+    w._check(spans(), w.LOOP_STEPS + 1, "otel_sdk_spans: spans")
+    return spans
+
+
 def _lg_loop() -> Any:
     """LangGraph's loop1000 graph, compiled (as workloads.langgraph_loop builds it)."""
     from langgraph.graph import END as LG_END
@@ -195,9 +243,11 @@ def interleaved(repeats: int, calls: int = 3) -> dict[str, tuple[float, float]]:
     The harness measures the bare loop and each variant minutes apart; on a busy
     machine that moves their ratio a lot. Here every repetition times the bare loop
     and then each variant, and the ratio is the median of the per-repetition ratios.
+    ``otel_sdk_spans`` is the OpenTelemetry SDK making loop1000_otel's spans on its own
+    (see :func:`otel_sdk_spans`): what tracing costs before selectgraph does anything.
     """
     runs: dict[str, Callable[[], Any]] = {"loop1000": w.selectgraph_loop()}
-    for name, build in VARIANTS.items():
+    for name, build in {**VARIANTS, "otel_sdk_spans": otel_sdk_spans}.items():
         try:
             runs[name] = build()
         except w.NotAvailable:
