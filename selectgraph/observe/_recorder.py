@@ -196,7 +196,9 @@ def _make(code: int, given: int, deferred: bool = False) -> Maker:
     """The constructor of events of class ``code`` from ``given`` values (made on first use)."""
     key = (code, given)
     if key not in _MAKERS:
-        _MAKERS[key], _DEFERS[key] = _makers(code, given)
+        made, deferring = _makers(code, given)
+        _DEFERS[key] = deferring  # first: a thread that finds _MAKERS' entry finds this too
+        _MAKERS[key] = made
     return _DEFERS[key] if deferred else _MAKERS[key]
 
 
