@@ -23,6 +23,8 @@ from selectgraph.persistence._fields import check_fields
 __all__ = [
     "DEFAULT_INFLATE_LIMIT",
     "INFLATE_LIMIT_VARIABLE",
+    "RUN_DICT_BYTES",
+    "body_json",
     "build_checkpoint",
     "checkpoint_from_json",
     "decode_body",
@@ -38,6 +40,8 @@ __all__ = [
     "decode_event",
     "encode_events",
     "json_bytes",
+    "run_dict_of",
+    "seal_body",
     "seal_entry",
     "unseal_entry",
     "writes_json",
@@ -50,6 +54,7 @@ _COMPRESS_OVER: Final = 512
 _ZLIB: Final = b"z"
 _VALUES: Final = b"v"  # a body that is only the values
 _PRESET: Final = b"d"  # raw deflate with _PRESET_DICT: a small per-step body
+_RUN: Final = b"r"  # raw deflate with _PRESET_DICT and the run's dictionary (see seal_body)
 _PRESET_DICT: Final = (
     # What a step's checkpoint body is mostly made of, so that deflate can refer
     # back to it (a 170-byte body becomes about 50). Records written with it
@@ -294,14 +299,24 @@ def _failer(checkpoint_id: str, location: str, run_id: str = "") -> Any:
 # -- bodies (row stores) -----------------------------------------------------------
 
 
-def encode_body(checkpoint: Checkpoint) -> bytes:
+def encode_body(checkpoint: Checkpoint, run_dict: bytes | None = None) -> bytes:
     """The checkpoint's payload (values, next, writes, interrupts, metadata) as stored bytes.
 
     Most checkpoints carry only values, stored bare behind a one-byte marker;
     large bodies are zlib-compressed (encoded states repeat keys and tags a lot).
     The result starts with a CRC-32 of the checkpoint's identity (run, id,
     parent, version, step, kind, time) and of the bytes after it, which
-    :func:`decode_row` checks.
+    :func:`decode_row` checks. With ``run_dict`` (see :func:`seal_body`) a small
+    body is deflated against it too.
+
+    Raises:
+        StateSerializationError: a value is not JSON data; names where it sits.
+    """
+    return seal_body(checkpoint, body_json(checkpoint), run_dict)
+
+
+def body_json(checkpoint: Checkpoint) -> bytes:
+    """The uncompressed bytes :func:`seal_body` stores: the values, or the payload as JSON.
 
     Raises:
         StateSerializationError: a value is not JSON data; names where it sits.
@@ -312,19 +327,44 @@ def encode_body(checkpoint: Checkpoint) -> bytes:
         value = getattr(checkpoint, name)
         if value:
             payload[name] = value
-    raw = (
-        _VALUES + json_bytes(checkpoint.values, f"{where} values")
-        if len(payload) == 1
-        else (json_bytes(payload, where))
-    )
+    if len(payload) == 1:
+        return _VALUES + json_bytes(checkpoint.values, f"{where} values")
+    return json_bytes(payload, where)
+
+
+RUN_DICT_BYTES: Final = 4096
+"""Bytes of a run's dictionary kept (its end): a body or batch is deflated against them."""
+
+
+def seal_body(checkpoint: Checkpoint, raw: bytes, run_dict: bytes | None = None) -> bytes:
+    """:func:`body_json`'s bytes compressed and behind their checksum (see :func:`encode_body`).
+
+    ``run_dict``: bytes the store keeps once per run (a body of the run's, see
+    :func:`run_dict_of`); a small body deflated against them as well as the
+    preset dictionary costs a half of one deflated against the preset alone,
+    since a run's steps repeat their node names, metadata and shapes. Reading
+    the body back needs the same bytes.
+    """
     if len(raw) > _COMPRESS_OVER:
         inner = _ZLIB + zlib.compress(raw, 6)
     else:
-        packer = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, _PRESET_DICT)
+        marker, zdict = (_PRESET, _PRESET_DICT)
+        if run_dict is not None:
+            marker, zdict = _RUN, _run_zdict(run_dict)
+        packer = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, zdict)
         packed = packer.compress(raw) + packer.flush()
-        inner = _PRESET + packed if len(packed) + 1 < len(raw) else raw
+        inner = marker + packed if len(packed) + 1 < len(raw) else raw
     crc = zlib.crc32(inner, _identity(*(getattr(checkpoint, n) for n in _HEADER)))
     return _CHECKED + crc.to_bytes(4, "big") + inner
+
+
+def run_dict_of(raw: bytes) -> bytes:
+    """The dictionary a store keeps for a run, made of one of its bodies or event batches."""
+    return raw[-RUN_DICT_BYTES:]
+
+
+def _run_zdict(run_dict: bytes) -> bytes:
+    return _PRESET_DICT + run_dict[-RUN_DICT_BYTES:]
 
 
 def decode_body(
@@ -334,6 +374,7 @@ def decode_body(
     location: str = "",
     run_id: str = "",
     sealed: bool = False,
+    run_dict: bytes | None = None,
 ) -> dict[str, Any]:
     """The payload fields :func:`encode_body` wrote, checked against its checksum and ``header``.
 
@@ -344,6 +385,7 @@ def decode_body(
         location: Where the bytes came from, named in errors.
         run_id: The run they were read for, named in errors.
         sealed: The store wrote this row with a checksum: refuse one without.
+        run_dict: The run's dictionary, for a body deflated against it.
 
     A body written before checksums (no ``c`` marker) is read unchecked, unless ``sealed``.
 
@@ -367,6 +409,10 @@ def decode_body(
         raw = inflate(raw[1:], zlib.MAX_WBITS, None, fail, "<record>")
     elif raw[:1] == _PRESET:
         raw = inflate(raw[1:], -15, _PRESET_DICT, fail, "<record>")
+    elif raw[:1] == _RUN:
+        if run_dict is None:
+            raise fail("<record>", "deflated against its run's dictionary, which is missing")
+        raw = inflate(raw[1:], -15, _run_zdict(run_dict), fail, "<record>")
     if raw[:1] == _VALUES:
         payload = {"values": load_json(raw[1:], fail, "<record>")}
     else:
@@ -382,6 +428,7 @@ def decode_row(
     location: str = "",
     run_id: str = "",
     sealed: bool = False,
+    run_dict: bytes | None = None,
 ) -> Checkpoint:
     """A checkpoint from a row store's header fields and stored body (:func:`decode_body`).
 
@@ -395,7 +442,9 @@ def decode_row(
     if not isinstance(raw, bytes | bytearray | memoryview):
         raw = str(raw).encode("utf-8", "surrogatepass")
     checkpoint_id = str(header.get("checkpoint_id"))
-    fields = decode_body(bytes(raw), header, location=location, run_id=run_id, sealed=sealed)
+    fields = decode_body(
+        bytes(raw), header, location=location, run_id=run_id, sealed=sealed, run_dict=run_dict
+    )
     if writes:
         fields["pending_writes"] = {**fields["pending_writes"], **writes}
     checkpoint = build_checkpoint(header, fields, checkpoint_id, location=location)

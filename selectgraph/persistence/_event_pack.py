@@ -15,13 +15,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from selectgraph.core._errors import CheckpointDecodeError
-from selectgraph.persistence._codec import decode_event, inflate
+from selectgraph.persistence._codec import RUN_DICT_BYTES, decode_event, inflate
 from selectgraph.persistence._threads import StoredEvent
 
-__all__ = ["pack_events", "unpack_events", "unpacked"]
+__all__ = ["event_lines", "pack_events", "unpack_events", "unpacked"]
 
 _LINES: Final = b"j"  # JSON lines as they are
 _DEFLATED: Final = b"e"  # JSON lines, raw deflate with _EVENT_DICT
+_RUN: Final = b"r"  # JSON lines, raw deflate with _EVENT_DICT and the run's dictionary
 _EVENT_DICT: Final = (
     # What a run's event log is mostly made of, the commonest last (deflate reaches
     # back to it cheaply). Rows written with it need it to load: never change it;
@@ -58,31 +59,58 @@ _EVENT_DICT: Final = (
 )
 
 
-def pack_events(events: list[bytes]) -> bytes:
-    """Encoded events (``encode_events``) as one stored value."""
-    lines = b"\n".join(events)  # compact JSON holds no raw newline
-    packer = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, _EVENT_DICT)
+def pack_events(events: list[bytes], run_dict: bytes | None = None) -> bytes:
+    """Encoded events (``encode_events``) as one stored value.
+
+    ``run_dict``: bytes a store keeps once per run (:func:`event_lines` of one of
+    its batches, see ``run_dict_of``): deflated against them as well, a step's
+    batch costs about half, its keys, names and ids being the run's again.
+    Unpacking needs the same bytes.
+    """
+    lines = event_lines(events)
+    marker, zdict = (_DEFLATED, _EVENT_DICT) if run_dict is None else (_RUN, _zdict(run_dict))
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, zdict)
     packed = packer.compress(lines) + packer.flush()
-    return _DEFLATED + packed if len(packed) < len(lines) else _LINES + lines
+    return marker + packed if len(packed) < len(lines) else _LINES + lines
+
+
+def event_lines(events: list[bytes]) -> bytes:
+    """Encoded events as the JSON lines a batch holds."""
+    return b"\n".join(events)  # compact JSON holds no raw newline
+
+
+def _zdict(run_dict: bytes) -> bytes:
+    return _EVENT_DICT + run_dict[-RUN_DICT_BYTES:]
 
 
 def unpack_events(
-    raw: bytes, run_id: str, first: int, *, location: str = ""
+    raw: bytes, run_id: str, first: int, *, location: str = "", run_dict: bytes | None = None
 ) -> list[dict[str, Any]]:
     """The events :func:`pack_events` stored, the first of them numbered ``first``.
+
+    ``run_dict``: the run's dictionary, for a batch packed against it.
 
     Raises:
         CheckpointDecodeError: the value is not such a batch.
     """
     marker, body = raw[:1], raw[1:]
+
+    def fail(path: str, reason: str) -> CheckpointDecodeError:
+        return CheckpointDecodeError(
+            f"{run_id}#{first}", path, f"not a deflated batch: {reason}", location=location
+        )
+
     if marker == _DEFLATED:
-
-        def fail(path: str, reason: str) -> CheckpointDecodeError:
-            return CheckpointDecodeError(
-                f"{run_id}#{first}", path, f"not a deflated batch: {reason}", location=location
-            )
-
         lines = inflate(body, -15, _EVENT_DICT, fail, "events")
+    elif marker == _RUN:
+        if run_dict is None:
+            raise CheckpointDecodeError(
+                f"{run_id}#{first}",
+                "events",
+                "deflated against its run's dictionary, which is missing",
+                location=location,
+            )
+        lines = inflate(body, -15, _zdict(run_dict), fail, "events")
     elif marker == _LINES:
         lines = body
     else:
@@ -96,14 +124,18 @@ def unpack_events(
 
 
 def unpacked(
-    rows: Iterable[Sequence[Any]], run_id: str, after: int, limit: int | None, location: str
+    rows: Iterable[Sequence[Any]],
+    run_id: str,
+    after: int,
+    limit: int | None,
+    location: str,
+    run_dict: bytes | None = None,
 ) -> list[StoredEvent]:
     """The events after seq ``after`` (at most ``limit``) in ``(first_seq, body)`` batch rows."""
     found: list[StoredEvent] = []
     for first, body in rows:
-        for seq, event in enumerate(
-            unpack_events(bytes(body), run_id, int(first), location=location), int(first)
-        ):
+        batch = unpack_events(bytes(body), run_id, int(first), location=location, run_dict=run_dict)
+        for seq, event in enumerate(batch, int(first)):
             if limit is not None and len(found) >= limit:
                 return found
             if seq > after:

@@ -38,12 +38,16 @@ from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound, Sto
 from selectgraph.persistence._base import BlockingStore, rebased_child
 from selectgraph.persistence._checkpoint import Checkpoint, id_time
 from selectgraph.persistence._codec import (
+    body_json,
     decode_row,
     decode_writes,
     encode_body,
     encode_events,
     encode_writes,
+    run_dict_of,
+    seal_body,
 )
+from selectgraph.persistence._event_pack import event_lines
 from selectgraph.persistence._sqlite_threads import THREAD_TABLES, SQLiteThreads, micros
 
 __all__ = ["SQLiteCheckpointStore"]
@@ -94,10 +98,32 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             "INSERT INTO sealed_from SELECT coalesce(max(id), 0) + 1 FROM checkpoints",
         ),
     ),
+    # Each run's dictionaries (see _codec.seal_body, _event_pack.pack_events): set once,
+    # in the transaction that first stores a body or batch deflated against them.
+    # Apart from runs, whose row every save rewrites.
+    (
+        4,
+        (
+            """CREATE TABLE run_dicts (
+                run_key INTEGER PRIMARY KEY REFERENCES runs (run_key) ON DELETE CASCADE,
+                body_dict BLOB,
+                event_dict BLOB
+            )""",
+        ),
+    ),
 )
 """Schema changes in order; a database records the last one applied in ``schema_version``."""
 
 SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
+
+PAGE_SIZE: Final = 1024
+"""Bytes per database page of a file this store creates."""
+
+_COMPRESS_OVER: Final = 512
+"""A delta longer than this is not made a run's body dictionary (it is zlib-compressed alone)."""
+_EVENTS_FOR_DICT: Final = 4
+"""A batch of this many events or more may become the run's event dictionary (a step of a
+loop: its checkpoint, the edge, the next node's start and end)."""
 
 _KIND_CODES: Final = {"snapshot": 0, "delta": 1}
 _KIND_NAMES: Final = {0: "snapshot", 1: "delta"}
@@ -112,7 +138,8 @@ _PARENT: Final = """CASE
 """The parent's id, resolving the stored shorthands."""
 
 _COLUMNS: Final = (
-    f"c.id, c.version, r.run_id, c.checkpoint_id, {_PARENT}, c.step, c.kind, c.created_at, c.body"
+    f"c.id, c.version, r.run_id, c.checkpoint_id, {_PARENT}, c.step, c.kind, c.created_at, c.body, "
+    "(SELECT d.body_dict FROM run_dicts d WHERE d.run_key = c.run_key)"
 )
 _BY_ID: Final = "c.id_hash = ? AND c.checkpoint_id = ?"
 _SELECT: Final = f"SELECT {_COLUMNS} FROM checkpoints c JOIN runs r USING (run_key) "
@@ -221,6 +248,9 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             raise _open_error(self.path, exc) from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            # For a new file (an existing one keeps its own): a step's rows are a few
+            # hundred bytes, and every table and index takes a page at least.
+            self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
             _use_wal(self._conn, timeout)
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
@@ -268,7 +298,7 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
     # -- rows ------------------------------------------------------------------
 
     def _checkpoint(self, row: Sequence[Any], writes: dict[str, builtins.list[Any]]) -> Checkpoint:
-        row_id, version, run_id, checkpoint_id, parent_id, step, kind, created_at, body = row
+        row_id, version, run_id, checkpoint_id, parent_id, step, kind, created_at, body, words = row
         header = {
             "run_id": run_id,
             "checkpoint_id": checkpoint_id,
@@ -292,6 +322,7 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             location=location,
             run_id=str(run_id),
             sealed=type(row_id) is not int or row_id >= self._sealed_from,
+            run_dict=words,
         )
 
     def _rows(
@@ -338,7 +369,7 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
     # -- primitives ------------------------------------------------------------
 
     def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
-        body = encode_body(checkpoint)  # encoding errors surface before the transaction
+        raw = body_json(checkpoint)  # encoding errors surface before the transaction
         events = encode_events(checkpoint.events, checkpoint.run_id)
         thread_id = checkpoint.metadata.get("thread_id")
         created = checkpoint.created_at
@@ -348,7 +379,9 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                 # conflict with, and must hear that it lost the thread.
                 self._check_owner(conn, str(thread_id), checkpoint.run_id, created)
             row = conn.execute(
-                "SELECT run_key, version FROM runs WHERE run_id = ?", (checkpoint.run_id,)
+                "SELECT r.run_key, r.version, d.body_dict, d.event_dict FROM runs r "
+                "LEFT JOIN run_dicts d USING (run_key) WHERE r.run_id = ?",
+                (checkpoint.run_id,),
             ).fetchone()
             actual = row[1] if row is not None else 0
             if actual != expected_version:
@@ -374,6 +407,9 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                 conn.execute(
                     "UPDATE runs SET version = ? WHERE run_key = ?", (checkpoint.version, run_key)
                 )
+            body_dict, event_dict = self._run_dicts(
+                conn, run_key, row, raw if checkpoint.kind == "delta" else None, events
+            )
             conn.execute(
                 "INSERT INTO checkpoints (run_key, version, id_hash, checkpoint_id, parent_id, "
                 "step, kind, created_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -386,11 +422,38 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                     checkpoint.step,
                     _KIND_CODES[checkpoint.kind],
                     None if created == id_time(checkpoint.checkpoint_id) else micros(created),
-                    body,
+                    seal_body(checkpoint, raw, body_dict),
                 ),
             )
             if events:
-                self._insert_events(conn, run_key, events)
+                self._insert_events(conn, run_key, events, event_dict)
+
+    @staticmethod
+    def _run_dicts(
+        conn: sqlite3.Connection,
+        run_key: int,
+        row: Sequence[Any] | None,
+        delta: bytes | None,
+        events: builtins.list[bytes],
+    ) -> tuple[bytes | None, bytes | None]:
+        """The run's dictionaries for this save; a missing one is made of it, if it fits.
+
+        A body dictionary is a delta's (a snapshot is unlike the steps after it),
+        an event one a batch of a node's events (a start, an end, a checkpoint).
+        """
+        body_dict, event_dict = (row[2], row[3]) if row is not None else (None, None)
+        new_body = delta is not None and body_dict is None and len(delta) <= _COMPRESS_OVER
+        new_events = event_dict is None and len(events) >= _EVENTS_FOR_DICT
+        if new_body or new_events:
+            body_dict = run_dict_of(delta) if new_body and delta is not None else body_dict
+            event_dict = run_dict_of(event_lines(events)) if new_events else event_dict
+            conn.execute(
+                "INSERT INTO run_dicts (run_key, body_dict, event_dict) VALUES (?, ?, ?) "
+                "ON CONFLICT (run_key) DO UPDATE SET body_dict = excluded.body_dict, "
+                "event_dict = excluded.event_dict",
+                (run_key, body_dict, event_dict),
+            )
+        return body_dict, event_dict
 
     def _load(self, checkpoint_id: str) -> Checkpoint:
         with self._lock:
@@ -456,7 +519,7 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                 for child in children
             ]
             conn.execute("DELETE FROM checkpoints WHERE id = ?", (row[0],))
-            for row_id, child in rebased:
+            for row_id, child in rebased:  # without the run's dictionary: rebasing is rare
                 conn.execute(
                     "UPDATE checkpoints SET parent_id = ?, kind = ?, body = ? WHERE id = ?",
                     (

@@ -205,14 +205,19 @@ class SQLiteThreads(ThreadKeeping):
         )
 
     @staticmethod
-    def _insert_events(conn: sqlite3.Connection, run_key: int, events: builtins.list[bytes]) -> int:
-        """Append ``events`` to the run's log; the seq of the last one."""
+    def _insert_events(
+        conn: sqlite3.Connection,
+        run_key: int,
+        events: builtins.list[bytes],
+        run_dict: bytes | None,
+    ) -> int:
+        """Append ``events`` to the run's log (packed against its ``run_dict``); the last seq."""
         # One statement: the batch's seqs follow the run's last (the write lock is held).
         (last,) = conn.execute(
             "INSERT INTO events (run_key, first_seq, last_seq, body) "
             "SELECT ?, last + 1, last + ?, ? FROM (SELECT coalesce(max(last_seq), 0) AS last "
             "FROM events WHERE run_key = ?) RETURNING last_seq",
-            (run_key, len(events), pack_events(events), run_key),
+            (run_key, len(events), pack_events(events, run_dict), run_key),
         ).fetchone()
         return int(last)
 
@@ -404,10 +409,14 @@ class SQLiteThreads(ThreadKeeping):
 
     def _append_events(self, run_id: str, events: builtins.list[bytes]) -> int:
         with self._transaction() as conn:
-            row = conn.execute("SELECT run_key FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = conn.execute(
+                "SELECT r.run_key, d.event_dict FROM runs r LEFT JOIN run_dicts d "
+                "USING (run_key) WHERE r.run_id = ?",
+                (run_id,),
+            ).fetchone()
             if row is None or not events:
                 return 0
-            return self._insert_events(conn, row[0], events)
+            return self._insert_events(conn, row[0], events, row[1])
 
     def _read_events(
         self, run_id: str, after: int, limit: int | None
@@ -419,4 +428,10 @@ class SQLiteThreads(ThreadKeeping):
                 "WHERE r.run_id = ? AND e.last_seq > ? ORDER BY e.last_seq LIMIT ?",
                 (run_id, after, -1 if limit is None else limit),
             ).fetchall()
-        return unpacked(rows, run_id, after, limit, f"{self.path} events")
+            found = self._conn.execute(
+                "SELECT d.event_dict FROM run_dicts d JOIN runs r USING (run_key) "
+                "WHERE r.run_id = ?",
+                (run_id,),
+            ).fetchone()
+        run_dict = None if found is None else found[0]
+        return unpacked(rows, run_id, after, limit, f"{self.path} events", run_dict)
