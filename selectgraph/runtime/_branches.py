@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
+import os
+import queue
 import threading
 from asyncio import tasks as _asyncio_tasks
 from collections import deque
@@ -93,27 +96,133 @@ def _drive_call(call: Callable[[BranchTask], Coroutine[Any, Any, T]], task: Bran
     return drive(call(task))
 
 
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+Job = Callable[[], None]
+
+IDLE_SECONDS = 30.0
+"""How long a worker thread waits for another job before it ends."""
 
 
-def _shared_pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=DEFAULT_THREADS, thread_name_prefix="selectgraph-branch"
-                )
-    return _pool
+class Workers:
+    """Worker threads that take jobs as they come: an idle one, else a new one.
+
+    Lighter than a ``ThreadPoolExecutor`` for a job the event loop awaits (no
+    futures of its own, no idle semaphore): a hop costs about half as much. With
+    ``limit``, jobs beyond it wait for a busy worker; without, a job never waits
+    (whole runs, whose nodes may start runs of their own). A worker idle for
+    ``IDLE_SECONDS`` ends; idle workers end at interpreter exit (workers are not
+    daemons: a job in progress finishes); a forked child starts its own.
+    """
+
+    def __init__(self, name: str, limit: int | None = None) -> None:
+        self.name = name
+        self.limit = limit
+        self._reset()
+        _every_workers.append(self)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._idle = 0
+        """Workers waiting for a job, less the jobs queued (negative: jobs wait)."""
+        self._threads = 0
+        self._closing = False
+
+    def submit(self, job: Job) -> None:
+        """Run ``job`` on a worker thread: an idle one, else a new one, else (at the limit) next."""
+        with self._lock:
+            if self._idle <= 0 and (self.limit is None or self._threads < self.limit):
+                self._threads += 1
+            else:
+                self._idle -= 1
+                self._jobs.put(job)
+                return
+        threading.Thread(target=self._work, args=(job,), name=self.name).start()
+
+    def _work(self, job: Job | None) -> None:
+        while job is not None:
+            job()
+            job = None  # the job's objects go now, not when the next job comes
+            with self._lock:
+                if self._closing:
+                    self._threads -= 1
+                    return
+                self._idle += 1
+            try:
+                job = self._jobs.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    try:  # a job handed over as the wait ended is this worker's
+                        job = self._jobs.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        self._threads -= 1
+                        return
+        with self._lock:
+            self._threads -= 1
+
+    def close(self) -> None:
+        """Idle workers end now; busy ones end after their job (at interpreter exit)."""
+        with self._lock:
+            self._closing = True
+            idle = max(self._idle, 0)
+            self._idle -= idle
+        for _ in range(idle):
+            self._jobs.put(None)
+
+
+_every_workers: list[Workers] = []
+
+
+def _close_all() -> None:
+    for workers in _every_workers:
+        workers.close()
+
+
+def _forget_all() -> None:
+    for workers in _every_workers:
+        workers._reset()  # the parent's threads are not in the forked child
+
+
+threading._register_atexit(_close_all)  # type: ignore[attr-defined]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_all)
+
+_blocking = Workers("selectgraph-branch", DEFAULT_THREADS)
+
+
+def _settle(done: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    """On the loop's thread: hand a job's outcome to the task awaiting it."""
+    if done.cancelled():
+        return
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(value)
 
 
 async def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
     """Await a synchronous node's coroutine on a worker thread, so siblings keep running."""
     loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
     # The run's context (its budget and cancellation control) goes with the node.
     context = contextvars.copy_context()
-    return await loop.run_in_executor(_shared_pool(), context.run, drive, coroutine)
+
+    def job() -> None:
+        if done.cancelled():  # the caller gave up before a worker was free
+            coroutine.close()
+            return
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = context.run(drive, coroutine)
+        except BaseException as exc:  # raised in the awaiting task
+            error = exc
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits it any more
+            loop.call_soon_threadsafe(_settle, done, value, error)
+        del error  # its traceback holds this frame
+
+    _blocking.submit(job)
+    return await done
 
 
 _enter_task = _asyncio_tasks._enter_task

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from selectgraph import END, AgentGraph, GraphState
-from selectgraph.runtime import _offload
+from selectgraph.runtime import _branches, _offload
+from selectgraph.runtime._branches import Workers
 
 LIMIT = 30.0
 """Seconds a wait may take before the test fails as hung."""
@@ -88,8 +89,9 @@ async def test_runs_that_wait_for_each_other_each_get_a_thread() -> None:
 
 
 async def test_an_idle_worker_ends_after_its_idle_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_offload, "IDLE_SECONDS", 0.01)
-    monkeypatch.setattr(_offload, "_workers", _offload._Workers())  # no worker of other tests
+    monkeypatch.setattr(_branches, "IDLE_SECONDS", 0.01)
+    # Workers of their own: none of other tests' is idle.
+    monkeypatch.setattr(_offload, "_workers", Workers("selectgraph-run"))
     seen: list[threading.Thread] = []
     await _thread_graph(seen).arun({})
     await asyncio.to_thread(_until, lambda: not seen[0].is_alive(), "the idle worker to end")
@@ -99,7 +101,7 @@ async def test_an_idle_worker_ends_after_its_idle_time(monkeypatch: pytest.Monke
 
 
 async def test_closing_the_workers_ends_the_idle_ones() -> None:
-    workers = _offload._Workers()
+    workers = Workers("selectgraph-run")
     ran = threading.Event()
     workers.submit(ran.set)
     await asyncio.to_thread(_until, lambda: workers._idle == 1, "the worker to be idle")
@@ -113,7 +115,7 @@ async def test_closing_the_workers_ends_the_idle_ones() -> None:
     )
 
 
-def _waits_in(thread: threading.Thread, workers: _offload._Workers) -> bool:
+def _waits_in(thread: threading.Thread, workers: Workers) -> bool:
     """Whether ``thread`` is alive and serving ``workers`` (its target's instance)."""
     target = getattr(thread, "_target", None)
     return thread.is_alive() and getattr(target, "__self__", None) is workers
@@ -142,3 +144,44 @@ async def test_a_forked_child_runs_on_workers_of_its_own() -> None:
         os.close(read)
         os.waitpid(pid, 0)
     assert status == b"\x00"
+
+
+async def test_jobs_beyond_the_limit_wait_for_a_busy_worker_and_all_run() -> None:
+    workers = Workers("selectgraph-branch", limit=2)
+    release = threading.Event()
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def job(index: int) -> Callable[[], None]:
+        def run() -> None:
+            if index < 2 and not release.wait(LIMIT):  # the first two hold both workers
+                raise TimeoutError("never released")
+            with lock:
+                done.append(index)
+
+        return run
+
+    for index in range(6):
+        workers.submit(job(index))
+    alive = [t for t in threading.enumerate() if _waits_in(t, workers)]
+    assert len(alive) <= 2  # never more threads than the limit
+    release.set()
+    await asyncio.to_thread(_until, lambda: len(done) == 6, "every job to run")
+    assert sorted(done) == list(range(6))
+    assert workers._threads <= 2
+
+
+async def test_a_blocking_node_error_reaches_the_run() -> None:
+    def broken(state: GraphState) -> dict[str, Any]:
+        raise ValueError("broken on a worker thread")
+
+    async def first(state: GraphState) -> dict[str, Any]:
+        return {}
+
+    graph = AgentGraph("mixed")  # an async node too: the sync one hops to a worker
+    graph.add_node("first", first)
+    graph.add_node("broken", broken)
+    graph.add_edge("first", "broken")
+    graph.add_edge("broken", END)
+    with pytest.raises(Exception, match="broken on a worker thread"):
+        await graph.arun({})
