@@ -52,6 +52,9 @@ from selectgraph.persistence._sqlite_threads import THREAD_TABLES, SQLiteThreads
 
 __all__ = ["SQLiteCheckpointStore"]
 
+_ID_HASH_MASK: Final = (1 << 23) - 1
+"""The bits of an id's CRC-32 kept as its hash: what SQLite stores in three bytes."""
+
 _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
     (
         1,
@@ -63,7 +66,7 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             )""",
             # Kept small, since there is a row per step: parent_id NULL means "the run's
             # previous checkpoint" (nearly always), '' means none; created_at NULL means
-            # "the time in the checkpoint id"; ids are found through a 32-bit hash
+            # "the time in the checkpoint id"; ids are found through a hash
             # (id_hash), not a second copy of the id in an index.
             """CREATE TABLE checkpoints (
                 id INTEGER PRIMARY KEY,
@@ -109,6 +112,27 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
                 body_dict BLOB,
                 event_dict BLOB
             )""",
+        ),
+    ),
+    # The event log keyed by (run, last seq) itself: the table was a rowid table plus a
+    # unique index holding the same keys again, an entry per batch.
+    (
+        5,
+        (
+            """CREATE TABLE events_by_run (
+                run_key INTEGER NOT NULL REFERENCES runs (run_key) ON DELETE CASCADE,
+                last_seq INTEGER NOT NULL,
+                first_seq INTEGER NOT NULL,
+                body BLOB NOT NULL,
+                PRIMARY KEY (run_key, last_seq)
+            ) WITHOUT ROWID""",
+            "INSERT INTO events_by_run (run_key, last_seq, first_seq, body) "
+            "SELECT run_key, last_seq, first_seq, body FROM events",
+            "DROP TABLE events",
+            "ALTER TABLE events_by_run RENAME TO events",
+            # Ids' hashes cut to 23 bits (id_hash): three bytes in a row and in the index
+            # instead of six, and still few ids to a hash.
+            f"UPDATE checkpoints SET id_hash = id_hash & {_ID_HASH_MASK}",
         ),
     ),
 )
@@ -167,8 +191,8 @@ ORDER BY coalesce(c.created_at, id_micros(c.checkpoint_id)) DESC, r.run_id
 
 
 def id_hash(checkpoint_id: str | None) -> int | None:
-    """The 32-bit hash that finds a checkpoint id in the ``checkpoints_by_id`` index."""
-    return None if checkpoint_id is None else zlib.crc32(checkpoint_id.encode())
+    """The 23-bit hash that finds a checkpoint id in the ``checkpoints_by_id`` index."""
+    return None if checkpoint_id is None else zlib.crc32(checkpoint_id.encode()) & _ID_HASH_MASK
 
 
 def id_micros(checkpoint_id: str) -> int | None:
