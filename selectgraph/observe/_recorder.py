@@ -597,7 +597,7 @@ class EventRecorder:
         """
         raw = (_code(cls), self._base, step, time.time(), *values)
         self._log.append(raw)
-        if self.live:
+        if self._wanted(cls):
             self._deliver(_build(raw, deliver_only))
 
     def record_call(self, cls: type[GraphEvent], step: int, *values: Any, **content: Any) -> None:
@@ -614,8 +614,20 @@ class EventRecorder:
                 self._deliver(event)
             return
         self._log.append(raw)
-        if self.live:
+        if self._wanted(cls):
             self._deliver(_build(raw, content))
+
+    def _wanted(self, cls: type[GraphEvent]) -> bool:
+        """Whether an event of ``cls`` is built for listeners (or to end the run)."""
+        if not self.live:
+            return False
+        code = _CODES.get(cls)
+        if code is None:
+            code = _code(cls)
+        found = self._routes.get(code)
+        if found is None:
+            found = self._route(code)
+        return bool(found[0]) or code in _LAST_CODES
 
     def emit(self, event: GraphEvent) -> None:
         """Record an already-built ``event`` and deliver it to every listener up the chain."""
