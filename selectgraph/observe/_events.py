@@ -64,11 +64,8 @@ class _Deferred(GraphEvent):
             except AttributeError:  # built by its constructor: nothing is pending
                 pending = None
             if pending is None:
-                raise AttributeError(
-                    f"{type(self).__name__!r} object has no attribute {name!r}",
-                    name=name,
-                    obj=self,
-                )
+                # Not a field, or one another thread has just filled: look again.
+                return object.__getattribute__(self, name)
             fill, base, step, timestamp, values = pending
             fill(self, base, step, timestamp, values)
             _set_pending(self, None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -276,3 +278,37 @@ def test_a_stream_converter_names_the_events_its_modes_make_items_of(
         item for e in everything.events if isinstance(e, wanted) for item in convert(e)
     ]
     assert any(convert(e) for e in everything.events)
+
+
+def test_threads_reading_the_same_unread_events_all_see_their_fields() -> None:
+    everything = Everything()
+    result = loop_graph(300).compile().run({"x": 0}, observers=[everything])
+    # The trace's events are built apart from those handed to the observer, none read yet.
+    expected = [(type(e), e.step, e.node_name) for e in result.trace]
+    seen: list[list[tuple[Any, ...]]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def read() -> None:
+        start.wait()
+        try:
+            seen.append([(type(e), e.step, e.node_name) for e in everything.events])
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, mid-fill included
+    try:
+        readers = [threading.Thread(target=read) for _ in range(4)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(timeout=60)
+    finally:
+        sys.setswitchinterval(switch)
+    assert errors == []
+    assert seen == [expected] * 4
+    # What a reader that found a field unset sees when another thread has filled it
+    # since: the fallback is asked for a field that is there now.
+    first = everything.events[1]
+    assert getattr(type(first), "__getattr__")(first, "step") == 1  # noqa: B009
