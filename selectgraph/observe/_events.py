@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -50,8 +50,9 @@ class _Deferred(GraphEvent):
 
     Most listeners that take every event (a counter, a stream handed on) never read
     a field, so building each event in full would be wasted. The recorder sets
-    ``_pending`` to (fill, base, step, timestamp, values) instead; the first read
-    of a field that is not set yet comes here and fills them all.
+    ``_pending`` to the event's entry in the run's log instead (class code, base,
+    step, timestamp, values); the first read of a field that is not set yet comes
+    here and fills them all, with the filler the recorder registered in ``_FILLERS``.
     """
 
     __slots__ = ("_pending",)
@@ -66,11 +67,14 @@ class _Deferred(GraphEvent):
             if pending is None:
                 # Not a field, or one another thread has just filled: look again.
                 return object.__getattribute__(self, name)
-            fill, base, step, timestamp, values = pending
-            fill(self, base, step, timestamp, values)
+            _FILLERS[type(self), len(pending)](self, pending)
             _set_pending(self, None)
             return object.__getattribute__(self, name)
 
+
+_FILLERS: dict[tuple[type[GraphEvent], int], Callable[[Any, tuple[Any, ...]], None]] = {}
+"""Fillers of deferred events from their log entries, by (class, entry length): the
+recorder registers one with each constructor it makes."""
 
 _get_pending = _Deferred._pending.__get__  # type: ignore[attr-defined]
 _set_pending = _Deferred._pending.__set__  # type: ignore[attr-defined]

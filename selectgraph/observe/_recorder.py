@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from selectgraph.observe._delivery import run_ended
 from selectgraph.observe._events import (
+    _FILLERS,
     GraphEvent,
     NodeFinished,
     NodeStarted,
@@ -89,9 +90,10 @@ _LAST_CODES = frozenset(_code(cls) for cls in _LAST_EVENTS)
 
 Route = tuple[Listener, ...]
 """The listeners of one event class, outermost graph's first."""
-_Way = tuple[Route, "Maker | None", bool, int]
+_Way = tuple[Route, "Maker | None", bool, int, "type[GraphEvent] | None"]
 """For an event class and number of values: its listeners, its maker (``None``: nobody
-listens, keep the tuple), whether it ends a run, its code."""
+listens, keep the tuple), whether it ends a run, its code, and the class again when its
+events are deferred (their log entry is their pending fields)."""
 
 
 def wanted_types(listener: Callable[..., Any]) -> tuple[type[GraphEvent], ...] | None:
@@ -117,6 +119,10 @@ def _expand(raw: RawEvent) -> tuple[GraphEvent, GraphEvent]:
 
 Maker = Callable[[tuple[Any, ...], int, float, tuple[Any, ...]], GraphEvent]
 """Builds an event from (base, step, timestamp, own values)."""
+
+_new = object.__new__
+_pend = _Deferred._pending.__set__  # type: ignore[attr-defined]
+"""Sets a deferred event's log entry, from which its fields are filled on first read."""
 
 _MAKERS: dict[tuple[int, int], Maker] = {}
 """A constructor per (event class code, number of own values given)."""
@@ -158,7 +164,8 @@ def _makers(code: int, given: int) -> tuple[Maker, Maker]:
         env[f"s{index}"] = getattr(cls, name).__set__
         sets.append(f"    s{index}(event, {source})")
     lines = [
-        "def fill(event, base, step, timestamp, values):",
+        "def fill(event, raw):",  # from a log entry: (code, base, step, timestamp, *values)
+        "    base, step, timestamp, values = raw[1], raw[2], raw[3], raw[4:]",
         *sets,
         "def make(base, step, timestamp, values):",
         "    event = new(cls)",
@@ -166,15 +173,18 @@ def _makers(code: int, given: int) -> tuple[Maker, Maker]:
         "    return event",
         "def defer(base, step, timestamp, values):",
         "    event = new(cls)",
-        "    pend(event, (fill, base, step, timestamp, values))",
+        "    pend(event, (code, base, step, timestamp, *values))",
         "    return event",
     ]
-    if issubclass(cls, _Deferred):
-        env["pend"] = _Deferred._pending.__set__  # type: ignore[attr-defined]
+    env["code"] = code
+    env["pend"] = _pend
     # The source is built from our own dataclasses' field names only, never from data.
     exec("\n".join(lines), env)
     made: Maker = env["make"]
-    deferred: Maker = env["defer"] if issubclass(cls, _Deferred) else made
+    if not issubclass(cls, _Deferred):
+        return made, made
+    _FILLERS[cls, 4 + given] = env["fill"]
+    deferred: Maker = env["defer"]
     return made, deferred
 
 
@@ -422,11 +432,15 @@ class EventRecorder:
             if way[1] is None:
                 self._log.append((way[3], self._base, step, time.time(), *values))
                 return
-            timestamp = time.time()
+            raw = (way[3], self._base, step, time.time(), *values)
             # The trace keeps the tuple: the event dies with its last listener's use
             # of it, not in a garbage collection of a long run's trace.
-            self._log.append((way[3], self._base, step, timestamp, *values))
-            event = way[1](self._base, step, timestamp, values)
+            self._log.append(raw)
+            if way[4] is not None:  # deferred: the entry is what fills it when read
+                event = _new(way[4])
+                _pend(event, raw)
+            else:
+                event = way[1](self._base, step, raw[3], values)
             for listener in way[0]:
                 try:
                     listener(event)
@@ -448,9 +462,15 @@ class EventRecorder:
             if way[1] is None:
                 self._log.append((way[3], self._base, step, clock + self._wall_offset, *values))
                 return
-            timestamp = clock + self._wall_offset
-            self._log.append((way[3], self._base, step, timestamp, *values))
-            event = way[1](self._base, step, timestamp, values)
+            raw = (way[3], self._base, step, clock + self._wall_offset, *values)
+            # The trace keeps the tuple: the event dies with its last listener's use
+            # of it, not in a garbage collection of a long run's trace.
+            self._log.append(raw)
+            if way[4] is not None:  # deferred: the entry is what fills it when read
+                event = _new(way[4])
+                _pend(event, raw)
+            else:
+                event = way[1](self._base, step, raw[3], values)
             for listener in way[0]:
                 try:
                     listener(event)
@@ -475,7 +495,7 @@ class EventRecorder:
         way = self._ways.get((cls, len(values)))
         if way is None:
             way = self._way(cls, len(values))
-        routes, make, last, code = way
+        routes, make, last, code, _ = way
         if make is None:
             # Nobody listens for it: kept as a tuple, built only if the trace is read.
             self._log.append((code, base, step, timestamp, *values))
@@ -502,7 +522,9 @@ class EventRecorder:
         routes, makers = found
         last = code in _LAST_CODES
         make = _make(code, given, makers is _DEFERS) if routes or last else None
-        way = self._ways[cls, given] = (routes, make, last, code)
+        # A class whose events record() may defer inline (its filler is registered).
+        inline = cls if make is not None and (cls, 4 + given) in _FILLERS else None
+        way = self._ways[cls, given] = (routes, make, last, code, inline)
         return way
 
     def _route(self, code: int) -> tuple[Route, dict[tuple[int, int], Maker]]:
@@ -558,7 +580,7 @@ class EventRecorder:
             way = self._ways.get((NodeFinished, 8))
             if way is None:
                 way = self._way(NodeFinished, 8)
-            routes, make, _, _ = way
+            routes, make, _, _, _ = way
             if make is not None:
                 values = (node, visit, duration, outcome, attempts, None, update, state)
                 event = make(base, step, finished, values)
