@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_INFLATE_LIMIT",
     "INFLATE_LIMIT_VARIABLE",
     "RUN_DICT_BYTES",
+    "STATE_DICT_BYTES",
     "body_json",
     "build_checkpoint",
     "checkpoint_from_json",
@@ -42,6 +43,8 @@ __all__ = [
     "json_bytes",
     "run_dict_of",
     "seal_body",
+    "state_dict_of",
+    "uses_state_dict",
     "seal_entry",
     "unseal_entry",
     "writes_json",
@@ -55,6 +58,7 @@ _ZLIB: Final = b"z"
 _VALUES: Final = b"v"  # a body that is only the values
 _PRESET: Final = b"d"  # raw deflate with _PRESET_DICT: a small per-step body
 _RUN: Final = b"r"  # raw deflate with _PRESET_DICT and the run's dictionary (see seal_body)
+_STATE: Final = b"s"  # raw deflate with the run's state dictionary (see seal_body)
 _PRESET_DICT: Final = (
     # What a step's checkpoint body is mostly made of, so that deflate can refer
     # back to it (a 170-byte body becomes about 50). Records written with it
@@ -336,16 +340,26 @@ RUN_DICT_BYTES: Final = 4096
 """Bytes of a run's dictionary kept (its end): a body or batch is deflated against them."""
 
 
-def seal_body(checkpoint: Checkpoint, raw: bytes, run_dict: bytes | None = None) -> bytes:
+def seal_body(
+    checkpoint: Checkpoint,
+    raw: bytes,
+    run_dict: bytes | None = None,
+    state_dict: bytes | None = None,
+) -> bytes:
     """:func:`body_json`'s bytes compressed and behind their checksum (see :func:`encode_body`).
 
     ``run_dict``: bytes the store keeps once per run (a body of the run's, see
     :func:`run_dict_of`); a small body deflated against them as well as the
     preset dictionary costs a half of one deflated against the preset alone,
-    since a run's steps repeat their node names, metadata and shapes. Reading
-    the body back needs the same bytes.
+    since a run's steps repeat their node names, metadata and shapes.
+    ``state_dict``: the start of the run's first snapshot (:func:`state_dict_of`);
+    a large body deflated against it does not store again what the state kept
+    since (a document, a system prompt). Reading a body back needs the same bytes.
     """
-    if len(raw) > _COMPRESS_OVER:
+    if len(raw) > _COMPRESS_OVER and state_dict is not None:
+        packer = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, state_dict)
+        inner = _STATE + packer.compress(raw) + packer.flush()
+    elif len(raw) > _COMPRESS_OVER:
         inner = _ZLIB + zlib.compress(raw, 6)
     else:
         marker, zdict = (_PRESET, _PRESET_DICT)
@@ -363,6 +377,15 @@ def run_dict_of(raw: bytes) -> bytes:
     return raw[-RUN_DICT_BYTES:]
 
 
+STATE_DICT_BYTES: Final = 24 * 1024
+"""Bytes of a run's first snapshot kept as its state dictionary (deflate reaches 32 KiB back)."""
+
+
+def state_dict_of(raw: bytes) -> bytes:
+    """A run's state dictionary, made of its first snapshot's :func:`body_json`: its start."""
+    return raw[:STATE_DICT_BYTES]
+
+
 def _run_zdict(run_dict: bytes) -> bytes:
     return _PRESET_DICT + run_dict[-RUN_DICT_BYTES:]
 
@@ -375,6 +398,7 @@ def decode_body(
     run_id: str = "",
     sealed: bool = False,
     run_dict: bytes | None = None,
+    state_dict: bytes | None = None,
 ) -> dict[str, Any]:
     """The payload fields :func:`encode_body` wrote, checked against its checksum and ``header``.
 
@@ -386,6 +410,7 @@ def decode_body(
         run_id: The run they were read for, named in errors.
         sealed: The store wrote this row with a checksum: refuse one without.
         run_dict: The run's dictionary, for a body deflated against it.
+        state_dict: The run's state dictionary, likewise.
 
     A body written before checksums (no ``c`` marker) is read unchecked, unless ``sealed``.
 
@@ -413,11 +438,20 @@ def decode_body(
         if run_dict is None:
             raise fail("<record>", "deflated against its run's dictionary, which is missing")
         raw = inflate(raw[1:], -15, _run_zdict(run_dict), fail, "<record>")
+    elif raw[:1] == _STATE:
+        if state_dict is None:
+            raise fail("<record>", "deflated against its run's state dictionary, which is missing")
+        raw = inflate(raw[1:], -15, state_dict, fail, "<record>")
     if raw[:1] == _VALUES:
         payload = {"values": load_json(raw[1:], fail, "<record>")}
     else:
         payload = load_json(raw, fail, "<record>")
     return _checked_body(payload, fail)
+
+
+def uses_state_dict(raw: Any) -> bool:
+    """Whether a stored body was deflated against its run's state dictionary."""
+    return isinstance(raw, bytes | bytearray | memoryview) and bytes(raw[5:6]) == _STATE
 
 
 def decode_row(
@@ -429,6 +463,7 @@ def decode_row(
     run_id: str = "",
     sealed: bool = False,
     run_dict: bytes | None = None,
+    state_dict: bytes | None = None,
 ) -> Checkpoint:
     """A checkpoint from a row store's header fields and stored body (:func:`decode_body`).
 
@@ -443,7 +478,13 @@ def decode_row(
         raw = str(raw).encode("utf-8", "surrogatepass")
     checkpoint_id = str(header.get("checkpoint_id"))
     fields = decode_body(
-        bytes(raw), header, location=location, run_id=run_id, sealed=sealed, run_dict=run_dict
+        bytes(raw),
+        header,
+        location=location,
+        run_id=run_id,
+        sealed=sealed,
+        run_dict=run_dict,
+        state_dict=state_dict,
     )
     if writes:
         fields["pending_writes"] = {**fields["pending_writes"], **writes}

@@ -34,7 +34,12 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from selectgraph.core._errors import CheckpointConflict, CheckpointNotFound, StoreError
+from selectgraph.core._errors import (
+    CheckpointConflict,
+    CheckpointDecodeError,
+    CheckpointNotFound,
+    StoreError,
+)
 from selectgraph.persistence._base import BlockingStore, rebased_child
 from selectgraph.persistence._checkpoint import Checkpoint, id_time
 from selectgraph.persistence._codec import (
@@ -44,8 +49,11 @@ from selectgraph.persistence._codec import (
     encode_body,
     encode_events,
     encode_writes,
+    inflate,
     run_dict_of,
     seal_body,
+    state_dict_of,
+    uses_state_dict,
 )
 from selectgraph.persistence._event_pack import event_lines
 from selectgraph.persistence._sqlite_threads import THREAD_TABLES, SQLiteThreads, micros
@@ -135,6 +143,9 @@ _MIGRATIONS: Final[tuple[tuple[int, tuple[str, ...]], ...]] = (
             f"UPDATE checkpoints SET id_hash = id_hash & {_ID_HASH_MASK}",
         ),
     ),
+    # A run's state dictionary: the start of its first snapshot, zlib-compressed; later
+    # snapshots are deflated against it (see _codec.seal_body).
+    (6, ("ALTER TABLE run_dicts ADD COLUMN state_dict BLOB",)),
 )
 """Schema changes in order; a database records the last one applied in ``schema_version``."""
 
@@ -321,8 +332,20 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
 
     # -- rows ------------------------------------------------------------------
 
-    def _checkpoint(self, row: Sequence[Any], writes: dict[str, builtins.list[Any]]) -> Checkpoint:
+    def _checkpoint(
+        self,
+        row: Sequence[Any],
+        writes: dict[str, builtins.list[Any]],
+        states: dict[str, bytes | None] | None = None,
+    ) -> Checkpoint:
+        """A row as a checkpoint; ``states`` keeps state dictionaries read for earlier rows."""
         row_id, version, run_id, checkpoint_id, parent_id, step, kind, created_at, body, words = row
+        state_dict = None
+        if uses_state_dict(body):
+            states = {} if states is None else states
+            if run_id not in states:
+                states[run_id] = self._state_dict(str(run_id))
+            state_dict = states[run_id]
         header = {
             "run_id": run_id,
             "checkpoint_id": checkpoint_id,
@@ -347,7 +370,26 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             run_id=str(run_id),
             sealed=type(row_id) is not int or row_id >= self._sealed_from,
             run_dict=words,
+            state_dict=state_dict,
         )
+
+    def _state_dict(self, run_id: str) -> bytes | None:
+        """The run's state dictionary, inflated (None if it has none)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT d.state_dict FROM run_dicts d JOIN runs r USING (run_key) "
+                "WHERE r.run_id = ?",
+                (run_id,),
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+
+        def fail(path: str, reason: str) -> CheckpointDecodeError:
+            return CheckpointDecodeError(
+                run_id, path, reason, location=f"{self.path} run_dicts", run_id=run_id
+            )
+
+        return inflate(bytes(row[0]), zlib.MAX_WBITS, None, fail, "state_dict")
 
     def _rows(
         self, conn: sqlite3.Connection, rows: builtins.list[Any]
@@ -369,7 +411,8 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                         run_id=str(ids[row_id][2]),
                         sealed=row_id >= self._sealed_from,
                     )
-        return [self._checkpoint(row, found.get(row[0], {})) for row in rows]
+        states: dict[str, bytes | None] = {}
+        return [self._checkpoint(row, found.get(row[0], {}), states) for row in rows]
 
     @staticmethod
     def _stored_parent(
@@ -403,7 +446,8 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                 # conflict with, and must hear that it lost the thread.
                 self._check_owner(conn, str(thread_id), checkpoint.run_id, created)
             row = conn.execute(
-                "SELECT r.run_key, r.version, d.body_dict, d.event_dict FROM runs r "
+                "SELECT r.run_key, r.version, d.body_dict, d.event_dict, "
+                "d.state_dict IS NOT NULL FROM runs r "
                 "LEFT JOIN run_dicts d USING (run_key) WHERE r.run_id = ?",
                 (checkpoint.run_id,),
             ).fetchone()
@@ -434,6 +478,9 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             body_dict, event_dict = self._run_dicts(
                 conn, run_key, row, raw if checkpoint.kind == "delta" else None, events
             )
+            state_dict = None
+            if checkpoint.kind == "snapshot" and len(raw) > _COMPRESS_OVER:
+                state_dict = self._snapshot_dict(conn, run_key, checkpoint.run_id, row, raw)
             conn.execute(
                 "INSERT INTO checkpoints (run_key, version, id_hash, checkpoint_id, parent_id, "
                 "step, kind, created_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -446,7 +493,7 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                     checkpoint.step,
                     _KIND_CODES[checkpoint.kind],
                     None if created == id_time(checkpoint.checkpoint_id) else micros(created),
-                    seal_body(checkpoint, raw, body_dict),
+                    seal_body(checkpoint, raw, body_dict, state_dict),
                 ),
             )
             if events:
@@ -479,6 +526,27 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             )
         return body_dict, event_dict
 
+    def _snapshot_dict(
+        self,
+        conn: sqlite3.Connection,
+        run_key: int,
+        run_id: str,
+        row: Sequence[Any] | None,
+        raw: bytes,
+    ) -> bytes:
+        """The state dictionary a snapshot is deflated against: the run's, or made of it."""
+        if row is not None and row[4]:
+            found = self._state_dict(run_id)
+            if found is not None:
+                return found
+        made = state_dict_of(raw)
+        conn.execute(
+            "INSERT INTO run_dicts (run_key, state_dict) VALUES (?, ?) "
+            "ON CONFLICT (run_key) DO UPDATE SET state_dict = excluded.state_dict",
+            (run_key, zlib.compress(made, 6)),
+        )
+        return made
+
     def _load(self, checkpoint_id: str) -> Checkpoint:
         with self._lock:
             row = self._find(self._conn, checkpoint_id)
@@ -491,7 +559,8 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             rows = self._conn.execute(_CHAIN, (id_hash(checkpoint_id), checkpoint_id)).fetchall()
         if not rows:
             raise CheckpointNotFound(checkpoint_id)
-        return [self._checkpoint(row, {}) for row in rows]
+        states: dict[str, bytes | None] = {}
+        return [self._checkpoint(row, {}, states) for row in rows]
 
     def _cursor(self, run_id: str, checkpoint_id: str | None) -> int | None:
         if checkpoint_id is None:

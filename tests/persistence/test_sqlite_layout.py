@@ -72,7 +72,7 @@ def _benchmark_loop(path: Path, steps: int) -> int:
 
 
 def test_a_step_costs_a_few_hundred_bytes_with_its_events(tmp_path: Path) -> None:
-    """The benchmark's loop, 400 steps: schema 3 left 272 KiB, schema 5 about 140 KiB."""
+    """The benchmark's loop, 400 steps: schema 3 left 272 KiB, schema 6 about 130 KiB."""
     path = tmp_path / "db" / "c.db"
     path.parent.mkdir()
     size = _benchmark_loop(path, 400)
@@ -85,10 +85,21 @@ def test_a_step_costs_a_few_hundred_bytes_with_its_events(tmp_path: Path) -> Non
         assert all(dicts[0])
         markers = {bytes(b)[5:6] for (b,) in conn.execute("SELECT body FROM checkpoints")}
         assert b"r" in markers  # deltas deflated against the run's dictionary
+        assert b"s" in markers  # snapshots against the start of its first one
         batches = {bytes(b)[:1] for (b,) in conn.execute("SELECT body FROM events")}
         assert b"r" in batches
     finally:
         conn.close()
+
+
+def store_first_id(path: Path) -> str:
+    """The id of the database's first checkpoint (a run's first: a snapshot)."""
+    conn = sqlite3.connect(path)
+    try:
+        (found,) = conn.execute("SELECT checkpoint_id FROM checkpoints ORDER BY id").fetchone()
+    finally:
+        conn.close()
+    return str(found)
 
 
 def test_a_missing_run_dictionary_is_named(tmp_path: Path) -> None:
@@ -102,8 +113,10 @@ def test_a_missing_run_dictionary_is_named(tmp_path: Path) -> None:
     conn.close()
     store = SQLiteCheckpointStore(path)
     try:
-        with pytest.raises(CheckpointDecodeError, match="run's dictionary, which is missing"):
+        with pytest.raises(CheckpointDecodeError, match="dictionary, which is missing"):
             store.list("bench")
+        with pytest.raises(CheckpointDecodeError, match="state dictionary, which is missing"):
+            store.load(store_first_id(path))
         with pytest.raises(CheckpointDecodeError, match="run's dictionary, which is missing"):
             store.read_events("bench")
     finally:
@@ -116,7 +129,7 @@ def test_a_run_dictionary_is_set_once(tmp_path: Path) -> None:
     path.parent.mkdir()
     _benchmark_loop(path, 3)
     conn = sqlite3.connect(path)
-    first = conn.execute("SELECT body_dict, event_dict FROM run_dicts").fetchall()
+    first = conn.execute("SELECT body_dict, event_dict, state_dict FROM run_dicts").fetchall()
     conn.close()
     store = SQLiteCheckpointStore(path)
     try:
@@ -131,7 +144,9 @@ def test_a_run_dictionary_is_set_once(tmp_path: Path) -> None:
     finally:
         store.close()
     conn = sqlite3.connect(path)
-    rows = conn.execute("SELECT body_dict, event_dict FROM run_dicts ORDER BY run_key").fetchall()
+    rows = conn.execute(
+        "SELECT body_dict, event_dict, state_dict FROM run_dicts ORDER BY run_key"
+    ).fetchall()
     conn.close()
     assert rows[0] == first[0]
     assert len(rows) == 2
