@@ -7,8 +7,11 @@ IMMEDIATE``), so the head-version check and the insert happen with no other
 writer in between, and wait up to ``timeout`` seconds for it.
 
 Storage stays linear in the number of steps: rows hold deltas (most bodies
-are a few dozen bytes), run ids are stored once, and large bodies are
-compressed.
+are a few dozen bytes), run ids are stored once, and bodies are compressed.
+What a run repeats step after step is stored once per run (``run_dicts``):
+one of its deltas, one of its event batches and the start of its first
+snapshot, which later bodies and batches are deflated against. New files use
+1 KiB pages, since every table and index takes a page at least.
 
 Threads (see ``_threads.py``) live in four more tables (``_sqlite_threads.py``);
 a save that names a thread checks, in its transaction, that its run still owns
