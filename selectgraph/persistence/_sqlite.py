@@ -484,6 +484,9 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
             state_dict = None
             if checkpoint.kind == "snapshot" and len(raw) > _COMPRESS_OVER:
                 state_dict = self._snapshot_dict(conn, run_key, checkpoint.run_id, row, raw)
+            elif len(raw) > _COMPRESS_OVER and row is not None and row[4]:
+                # A large delta mostly sets a big value again with a small change in it.
+                state_dict = self._state_dict(checkpoint.run_id)
             conn.execute(
                 "INSERT INTO checkpoints (run_key, version, id_hash, checkpoint_id, parent_id, "
                 "step, kind, created_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
