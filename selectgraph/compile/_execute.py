@@ -427,6 +427,9 @@ async def stream_run(
             handing_over[0] = True
         loop.call_soon_threadsafe(hand_over)
 
+    # The stream's mode needs only some events (``"updates"``: NodeFinished): the run
+    # builds no others for it.
+    deliver.event_types = getattr(convert, "event_types", None)  # type: ignore[attr-defined]
     listeners = (*observers, deliver)
     options = durable_options(
         graph,
