@@ -45,6 +45,7 @@ from selectgraph.executors.dbos._records import (
     rebuild_budget_stop,
     rebuild_failure,
 )
+from selectgraph.executors.dbos._steps import StepFrontier
 from selectgraph.observe._codec import event_to_json
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._checkpoint import Checkpoint, checkpoint_ids_from
@@ -204,6 +205,7 @@ class DBOSTaskRunner:
         self.publisher = publisher
         self.thread = thread
         self._reserved: dict[str, Any] = {}
+        self._frontier = StepFrontier()
 
     # ------------------------------------------------------------------ nodes
     async def node(
@@ -237,7 +239,7 @@ class DBOSTaskRunner:
             record["attempts"] = run.attempts
             return record
 
-        record = await _step(DBOS.run_step_async({"name": f"node:{spec.name}"}, step))
+        record = await _step(self._frontier.run(f"node:{spec.name}", step, DBOS.run_step_async))
         run.attempts = int(record.get("attempts", 1))
         if not live:  # replayed: what its first execution wrote is not written again
             publisher.written_up_to(int(record["published"]), wrote=bool(record.get("wrote")))
