@@ -11,6 +11,7 @@ from selectgraph import GraphSpec, GraphState
 
 SPEC = """
 name: support
+input_field: text
 entry: classify
 max_steps: 10
 nodes:

@@ -88,7 +88,7 @@ def build(db: Path) -> AgentGraph:
         note(db, "rejected")
         return {"status": "rejected"}
 
-    graph = AgentGraph("approval")
+    graph = AgentGraph("approval", input_field="topic")
     graph.add_node("draft", draft, next_node="review")
     graph.add_node("review", review)
     graph.add_node("publish", publish, next_node=END)

@@ -37,7 +37,7 @@ def approve(state: GraphState) -> Generator[InterruptRequest, Any, dict[str, Any
 
 
 def build() -> AgentGraph:
-    graph = AgentGraph("release")
+    graph = AgentGraph("release", input_field="version")
     graph.add_node("draft", draft, next_node="approve")
     graph.add_node("approve", approve, next_node="publish")
     graph.add_node("publish", lambda state: {"published": state["approved"]}, next_node=END)

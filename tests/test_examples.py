@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from selectgraph import AgentGraph
+from selectgraph.build._input import graph_input
 from selectgraph.cli._load import load_target
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -65,6 +66,21 @@ def test_example_exposes_a_loadable_graph(script: str, monkeypatch: pytest.Monke
 
     assert isinstance(target.graph, AgentGraph)
     target.graph.compile()  # a graph that could run
+
+
+@pytest.mark.parametrize("script", sorted(EXPECTED))
+def test_example_graph_takes_text_as_the_cli_and_studio_give_it(
+    script: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `selectgraph run examples/NN_x.py "some text"` and the studio's text box: the text
+    # goes to the graph's input field, and the run gets past its first node.
+    monkeypatch.setenv("SELECTGRAPH_PROVIDER", "local")
+    target = load_target(str(EXAMPLES / script))
+
+    result = target.graph.run(graph_input(target.graph, target.source, "sodium batteries"))
+
+    assert result.stop_reason in ("end", "interrupted")
+    assert result.steps >= 1
 
 
 def test_readme_names_what_every_example_exposes() -> None:

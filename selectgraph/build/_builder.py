@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Self
 
 from selectgraph.build._checks import (
     check_fast_route,
+    check_input_field,
     check_node_cache,
     check_options,
     check_state_version,
@@ -96,6 +97,10 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         observers: Objects with ``on_event(event)`` (or plain callables) told every event.
         goal: What the graph is for; agents and llm_decide edges are told it.
         description: What the graph does, for diagrams and parent graphs.
+        input_field: The state field that text given from outside (the CLI, the
+            studio, a server, a graph tool's ``input``) goes to, besides the first
+            user message; a Pydantic state schema may say it instead with an
+            ``input_field`` ClassVar.
         conversation: ``"isolated"`` (each agent node builds its own context)
             or ``"continuous"`` (agent nodes share one growing thread).
         compact_at_tokens: In a continuous conversation, summarise older
@@ -160,6 +165,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
         observers: Sequence[Observer | Listener] = (),
         goal: str = "",
         description: str = "",
+        input_field: str | None = None,
         conversation: Conversation = "isolated",
         compact_at_tokens: int = 8000,
         strict_entry: bool = False,
@@ -195,6 +201,7 @@ class AgentGraph(EdgeDeclarations, RunMethods):
             on_loop=on_loop,
             stall_threshold=stall_threshold,
             goal=goal,
+            input_field=check_input_field(input_field),
             conversation=conversation,
             compact_at_tokens=compact_at_tokens,
             max_concurrency=max_concurrency,

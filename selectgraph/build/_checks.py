@@ -13,6 +13,7 @@ from selectgraph.routing._parallel import MergePolicy, check_fanout_options
 
 __all__ = [
     "check_fast_route",
+    "check_input_field",
     "check_node_cache",
     "check_options",
     "check_state_version",
@@ -69,6 +70,16 @@ def check_sync_nodes(value: Any) -> None:
             f'AgentGraph: sync_nodes must be "thread" (a worker thread) or "loop" (the event '
             f"loop's thread), got {value!r}"
         )
+
+
+def check_input_field(field: Any) -> str | None:
+    """Refuse an ``input_field`` that is not a non-empty field name."""
+    if field is not None and (not isinstance(field, str) or not field.isidentifier()):
+        raise ValueError(
+            f"AgentGraph: input_field must be the name of a state field (an identifier), "
+            f"got {field!r}"
+        )
+    return field
 
 
 def check_state_version(

@@ -257,6 +257,8 @@ class GraphSpec(_Strict):
     """What the graph does, for diagrams and parent graphs."""
     goal: str = ""
     """What the graph is for; agents and ``llm_decide`` edges are told it."""
+    input_field: str | None = None
+    """The state field text input from outside goes to (``AgentGraph(input_field=...)``)."""
     entry: str | None = None
     """The first node; by default, the first node in ``nodes``."""
     state: _Reference | None = None
@@ -387,6 +389,7 @@ class GraphSpec(_Strict):
             stall_threshold=self.stall_threshold,
             goal=self.goal,
             description=self.description,
+            input_field=self.input_field,
         )
         for name, node in self.nodes.items():
             _add_node(graph, name, node, prefixes, f"{at}nodes.{name}")

@@ -19,11 +19,15 @@ __all__ = ["final_output", "input_field", "text_state"]
 
 
 def input_field(graph: GraphProgram) -> str | None:
-    """The state field text input goes to: its state schema's ``input_field`` ClassVar.
+    """The state field text input goes to, if the graph names one.
 
-    A graph declares it on its Pydantic state schema, e.g. ``input_field: ClassVar[str]
-    = "question"``; None when it declares none (text is then the first user message).
+    ``AgentGraph(input_field=...)`` names it; else a Pydantic state schema may, with
+    ``input_field: ClassVar[str] = "question"``. None when neither does (text is then
+    only the first user message).
     """
+    declared = graph.settings.input_field
+    if declared is not None:
+        return declared
     model = graph.schema.model
     field = getattr(model, "input_field", None) if model is not None else None
     return field if isinstance(field, str) and field else None

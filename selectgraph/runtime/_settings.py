@@ -39,6 +39,9 @@ class GraphSettings:
     """Consecutive unchanged steps that count as a stall; ``None`` disables."""
     goal: str = ""
     """What the graph is for; agents and llm_decide edges are told it."""
+    input_field: str | None = None
+    """The state field text input from outside goes to (the CLI, the studio, serving,
+    graph tools); ``None``: the state schema's ``input_field``, else none."""
     conversation: Conversation = "isolated"
     """How agent nodes share the conversation: ``"isolated"`` or ``"continuous"``."""
     compact_at_tokens: int = 8000
