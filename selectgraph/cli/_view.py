@@ -56,7 +56,9 @@ class RunView:
         elif isinstance(event, NodeFinished):
             path = " / ".join(event.node_path)
             self.running.pop(path, None)
-            if not event.namespace:
+            if not event.namespace and event.outcome != "interrupted":
+                # An interrupted node did not complete: its step runs again on resume,
+                # so the count stays where the store and the studio put the pause.
                 self.steps = max(self.steps, event.step)
                 self.done.append(
                     event.node + ("" if event.outcome == "success" else f" ({event.outcome})")
@@ -131,10 +133,14 @@ def interrupt_panel(interrupt: Interrupt) -> Panel:
     if interrupt.payload is not None:
         payload = json_value(interrupt.payload)
         # A text payload (a draft) is shown as text, its newlines kept, not as a JSON string.
-        body += "\n\n" + (payload if isinstance(payload, str) else json.dumps(payload, indent=2))
+        body += "\n\n" + (
+            payload
+            if isinstance(payload, str)
+            else json.dumps(payload, indent=2, ensure_ascii=False)
+        )
     if interrupt.response_schema is not None:
         body += "\n\nanswer with JSON of this schema:\n" + json.dumps(
-            interrupt.response_schema, indent=2
+            interrupt.response_schema, indent=2, ensure_ascii=False
         )
     # Text, not markup: what a node asks is data ("[local]" is not a style).
     return Panel(

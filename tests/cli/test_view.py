@@ -57,3 +57,28 @@ def test_plain_text_still_soft_wraps() -> None:
     console.print(DRAFT, markup=False, highlight=False)
 
     assert DRAFT in console.export_text()  # one line: the terminal wraps it
+
+
+def test_the_live_view_counts_a_pause_at_the_step_the_store_records() -> None:
+    from selectgraph import END, AgentGraph, InMemoryCheckpointStore, InterruptRequest
+    from selectgraph.cli._view import RunView
+
+    def ask(state: object) -> object:
+        answer = yield InterruptRequest(prompt="Publish?", payload={"draft": "— é"})
+        return {"answer": answer}
+
+    graph = AgentGraph("g")
+    graph.add_node("first", lambda state: {"a": 1}, next_node="ask")
+    graph.add_node("ask", ask, next_node=END)
+    store = InMemoryCheckpointStore()
+    view = RunView(_Console(file=io.StringIO()), "g")
+
+    paused = graph.run({}, observers=[view], checkpoint_store=store, run_id="r")
+
+    assert paused.stop_reason == "interrupted"
+    head = store.head("r")
+    assert head is not None
+    assert view.steps == head.step == 1
+    shown = _Console(record=True, width=60, file=io.StringIO())
+    shown.print(interrupt_panel(paused.interrupts[0]))
+    assert "— é" in shown.export_text()
