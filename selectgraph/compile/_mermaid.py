@@ -62,6 +62,30 @@ def _links(graph: DrawnGraph, edge: Edge) -> list[tuple[str | EndType, str, str]
     ]
 
 
+def _arrows(
+    graph: DrawnGraph, fired: FiredEdges
+) -> dict[tuple[str, str | EndType, str], tuple[list[str], bool]]:
+    """One arrow per source, target and style, with every label that leads there.
+
+    A node whose success router and failure router reach the same nodes (a
+    supervisor's member) gets one arrow to each, labelled with both, not two.
+    """
+    arrows: dict[tuple[str, str | EndType, str], tuple[list[str], bool]] = {}
+    for number, edge in enumerate(graph.edges):
+        for target, label, arrow in _links(graph, edge):
+            if edge.trigger != "success":
+                label = f"on {edge.trigger}" + (f": {label}" if label else "")
+            # Routers' arrows (dashed) merge; each static edge keeps its own, so the one
+            # a run took is the one highlighted.
+            style = arrow if arrow == "-.->" else f"{arrow}#{number}"
+            labels, took = arrows.setdefault((str(edge.source), target, style), ([], False))
+            if label and label not in labels:
+                labels.append(label)
+            if not took and fired.took(edge, target):
+                arrows[(str(edge.source), target, style)] = (labels, True)
+    return arrows
+
+
 @dataclass(frozen=True, slots=True)
 class MermaidLayout:
     """A graph's Mermaid flowchart and how its parts are named in it (for a live viewer)."""
@@ -99,15 +123,13 @@ def mermaid_layout(graph: DrawnGraph, result: GraphResult | None = None) -> Merm
 
     fired = FiredEdges(result)
     highlighted: list[int] = []
-    for edge in graph.edges:
-        for target, label, arrow in _links(graph, edge):
-            if edge.trigger != "success":
-                label = f"on {edge.trigger}" + (f": {label}" if label else "")
-            text = f'|"{_escape(label)}"|' if label else ""
-            lines.append(f"    {ids[edge.source]} {arrow}{text} {ids[target]}")
-            index = link(str(edge.source), target, "edge")
-            if fired.took(edge, target):
-                highlighted.append(index)
+    for (source, target, arrow), (labels, took) in _arrows(graph, fired).items():
+        label = " / ".join(labels)
+        text = f'|"{_escape(label)}"|' if label else ""
+        lines.append(f"    {ids[source]} {arrow.split('#')[0]}{text} {ids[target]}")
+        index = link(source, target, "edge")
+        if took:
+            highlighted.append(index)
     for name, spec in graph.nodes.items():
         for member in spec.group.members if spec.group is not None else ():
             lines.append(f'    {ids[name]} ==>|"parallel"| {ids[member]}')

@@ -541,3 +541,20 @@ def test_the_dag_export_of_a_run_says_which_edges_fired_and_how_it_ended() -> No
     assert dag["run"]["path"] == [name for name, *_ in result.state.history]
     assert dag["run"]["last_node"] == dag["run"]["path"][-1]
     assert dag["run"]["interrupted"] is False
+
+
+def test_a_supervisors_member_draws_one_arrow_to_each_place_it_may_go() -> None:
+    from selectgraph import Agent, AgentConfig, SupervisorAgent, SupervisorStrategy
+    from selectgraph.testing import ScriptedProvider
+
+    team = {name: Agent(AgentConfig(name=name)) for name in ("a", "b", "c")}
+    supervisor = SupervisorAgent(
+        agents=team, provider=ScriptedProvider([]), strategy=SupervisorStrategy.DYNAMIC
+    )
+
+    drawn = links(supervisor.to_mermaid())
+
+    from_a = [line for line in drawn if line.startswith("a ")]
+    assert len(from_a) == len(set(from_a))
+    assert len({line.rsplit(" ", 1)[1] for line in from_a}) == len(from_a)  # one per target
+    assert any("on failure" in line and "after_a" in line for line in from_a)
