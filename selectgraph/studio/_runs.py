@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -26,7 +27,7 @@ from selectgraph.core._errors import AnswerInvalid, ResumeError, SelectGraphErro
 from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError, StateValidationError
 from selectgraph.observe._codec import event_to_json, json_value, log_entry
-from selectgraph.observe._events import GraphEvent
+from selectgraph.observe._events import GraphEvent, ToolCallFinished
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._threads import ThreadStore
 from selectgraph.runtime._resume import run_status
@@ -466,6 +467,13 @@ class RunManager:
         function, so a live run and a stored one read alike. Never headers or keys:
         a prompt is its messages' roles and text.
         """
+        if isinstance(event, ToolCallFinished) and event.result is not None:
+            # event_to_json reads an event's ``result`` as a run's GraphResult, and a tool
+            # call's is its answer (a str): encoded without it, and it added as content.
+            entry = event_to_json(dataclasses.replace(event, result=None), state=True)
+            if self.capture_content:
+                entry["tool_result"] = event.result
+            return entry
         entry = event_to_json(event, state=True)
         entry.pop("arguments", None)  # tool arguments are content
         if self.capture_content:

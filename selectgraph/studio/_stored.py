@@ -3,7 +3,7 @@
 A run keeps its events beside its checkpoints (``ThreadStore.read_events``), each
 numbered by its ``seq`` (1, 2, 3...). :class:`StoredRecords` turns them into the
 records a live run's stream carries, adding what the log leaves out and the page
-shows: the state after each node (on the checkpoint saved after it), the questions
+shows: the state before the first node and after each (on the checkpoints saved), the questions
 a pause waits on, and the answer a finished run gave. :func:`follow_stored` reads
 the log as it grows, polling the store, so a run going on in another process is
 watched live; the seq is each record's id, so a reader that reconnects after seq N
@@ -36,6 +36,11 @@ SETTLE_POLLS: Final = 40
 ended (its process appends it just after the last checkpoint; one that died never does)."""
 _ENDED: Final = frozenset({"done", "failed", "cancelled", "stopped"})
 _DECODE_ERRORS: Final = (SelectGraphError, ValueError, KeyError, TypeError)
+
+
+# Checkpoints whose state the page is sent: the input's (what the first step is diffed
+# against) and each node's (the state after its step).
+_STATE_TRIGGERS = ("input", "node_complete")
 
 
 def interrupt_record(interrupt: Any) -> dict[str, Any]:
@@ -72,7 +77,7 @@ class StoredRecords:
             name = record.get("event")
             if name == "LLMCallFinished":
                 self._count(record)
-            elif name == "CheckpointSaved" and record.get("trigger") == "node_complete":
+            elif name == "CheckpointSaved" and record.get("trigger") in _STATE_TRIGGERS:
                 data = self.checkpoint_data(str(record.get("checkpoint_id")))
                 if data is not None:
                     record["state"] = data

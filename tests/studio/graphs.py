@@ -152,3 +152,39 @@ def choice_graph() -> AgentGraph:
     graph = AgentGraph("choice")
     graph.add_node("choose", choose, next_node=END)
     return graph
+
+
+def words_graph() -> AgentGraph:
+    """``draft`` then ``final``: each changes ``word``; ``draft`` adds ``count``."""
+    graph = AgentGraph("words")
+    graph.add_node("draft", lambda state: {"word": "draft", "count": 1}, next_node="final")
+    graph.add_node("final", lambda state: {"word": "final", "count": 2}, next_node=END)
+    return graph
+
+
+def lookup(query: str) -> str:
+    """Look ``query`` up in a one-entry encyclopedia.
+
+    Args:
+        query: What to look up.
+    """
+    return f"{query}: birds of prey that hunt at night"
+
+
+def nested_tool_graph() -> AgentGraph:
+    """``prepare`` (a subgraph whose node ``tidy`` runs inside it), then ``helper``: an
+    agent whose model (scripted) calls the ``lookup`` tool once, then answers."""
+    from selectgraph import Agent, AgentConfig
+    from selectgraph.providers import LocalReply
+    from selectgraph.testing import ScriptedProvider
+
+    inner = AgentGraph("inner")
+    inner.add_node("tidy", lambda state: {"tidied": True}, next_node=END)
+    provider = ScriptedProvider(
+        [LocalReply.tool_call("lookup", {"query": "owls"}, call_id="c1"), "Owls hunt at night."]
+    )
+    helper = Agent(AgentConfig(name="helper"), provider=provider, tools=[lookup])
+    graph = AgentGraph("nested")
+    graph.add_subgraph("prepare", inner, next_node="helper")
+    graph.add_node("helper", helper, next_node=END)
+    return graph

@@ -366,6 +366,10 @@ async def test_a_stored_run_from_another_process_shows_its_timeline(
     assert await row.get_attribute("data-outcome") == "success"
     shown = f"{round(node['duration_ms'])} ms"
     assert await row.locator(".tl-duration").inner_text() == shown
+    # Beside its duration: the node's tokens, summed over its calls (one here).
+    tokens = call["input_tokens"] + call["output_tokens"]
+    assert await row.locator(".tl-usage").get_attribute("data-tokens") == str(tokens)
+    assert (await row.locator(".tl-usage").inner_text()).startswith(f"{tokens} tokens")
     head = page.locator("#timeline .tl-call[data-kind=llm] .tl-call-head")
     text = await head.inner_text()
     assert f"{call['input_tokens']} in / {call['output_tokens']} out tokens" in text

@@ -8,7 +8,7 @@
 const $ = (id) => document.getElementById(id);
 const state = {
   graph: null, nodes: {}, links: [], run: null, source: null, live: true,
-  steps: [], selected: -1, tokens: 0, cost: 0, streamNode: null, pending: [], thread: null,
+  steps: [], selected: -1, current: null, tokens: 0, cost: 0, streamNode: null, pending: [], thread: null,
 };
 
 async function api(path, options = {}) {
@@ -105,6 +105,7 @@ function resetRun(runId) {
   state.run = runId;
   state.steps = [];
   state.selected = -1;
+  state.current = null; // the run's last known state: the next step is diffed against it
   state.tokens = 0;
   state.cost = 0;
   state.streamNode = null;
@@ -126,8 +127,12 @@ function resetRun(runId) {
 function setStatus(status) {
   $("run-status").textContent = status;
   document.body.dataset.runStatus = status;
-  // Only a run this studio drives can be cancelled from here.
-  $("cancel-run").classList.toggle("hidden", !(status === "running" && state.live));
+  // Only a run this studio drives can be cancelled from here; another process's run
+  // shows the button disabled, saying why (a store has no cross-process cancel).
+  const cancel = $("cancel-run");
+  cancel.classList.toggle("hidden", status !== "running");
+  cancel.disabled = !state.live;
+  cancel.title = state.live ? "cancel this run" : "this run is driven by another process; cancel it there";
 }
 
 async function cancelRun() {
@@ -209,6 +214,7 @@ function handle(record) {
   switch (record.event) {
     case "RunStarted":
       if (top) takeEdge("__start__", record.entry);
+      if (top && record.state && !state.steps.length) state.current = record.state;
       break;
     case "NodeStarted":
       if (top) {
@@ -242,7 +248,9 @@ function handle(record) {
       // Steps are counted as the store and the CLI count them: the steps completed,
       // which is the step of the run's last checkpoint.
       if (top) setStep(record.step);
-      if (top && record.state) stateOfLastStep(record.state);
+      // A stored run's input checkpoint brings the state its first step is diffed against.
+      if (top && record.state && record.trigger === "input" && !state.steps.length) state.current = record.state;
+      else if (top && record.state && record.trigger === "node_complete") stateOfLastStep(record.state);
       break;
     case "RunPaused":
       if (top) setStep(record.step);
@@ -305,14 +313,24 @@ function setStep(step) {
 
 function addStep(record) {
   state.steps.push(record);
+  record.before = state.current;
+  if (record.state) state.current = record.state;
   const item = document.createElement("li");
   item.value = record.step;
   item.dataset.step = String(record.step);
-  const changed = Object.keys(record.update || {});
-  item.textContent = `${record.node}${changed.length ? ": " + changed.join(", ") : ""}`;
   item.onclick = () => showStep(state.steps.indexOf(record), item);
   $("steps").appendChild(item);
+  labelStep(record, item);
   showStep(state.steps.length - 1, item);
+}
+
+// A step's line: its node and the keys it changed (from the diff once its state is
+// known; a stored run's events carry no update).
+function labelStep(record, item) {
+  const changes = record.state && record.before ? stateDiff(record.before, record.state) : null;
+  const keys = changes ? changes.filter((c) => c.kind !== "same").map((c) => c.key)
+    : Object.keys(record.update || {});
+  item.textContent = `${record.node}${keys.length ? ": " + keys.join(", ") : ""}`;
 }
 
 // A stored run's steps carry no state: the checkpoint saved after a node brings it.
@@ -321,7 +339,24 @@ function stateOfLastStep(data) {
   const last = state.steps[index];
   if (!last || last.state) return;
   last.state = data;
-  if (state.selected === index) showStep(index, $("steps").children[index]);
+  state.current = data;
+  const item = $("steps").children[index];
+  labelStep(last, item);
+  if (state.selected === index) showStep(index, item);
+}
+
+// What a step changed: each key of the state before it and after it, as
+// { key, kind: "same" | "changed" | "added" | "removed", old, new }.
+function stateDiff(before, after) {
+  const old = before || {};
+  const keys = [...Object.keys(after)];
+  for (const key of Object.keys(old)) if (!(key in after)) keys.push(key);
+  return keys.map((key) => {
+    if (!(key in after)) return { key, kind: "removed", old: old[key] };
+    if (!(key in old)) return { key, kind: before ? "added" : "same", new: after[key] };
+    const same = JSON.stringify(old[key]) === JSON.stringify(after[key]);
+    return { key, kind: same ? "same" : "changed", old: old[key], new: after[key] };
+  });
 }
 
 function showStep(index, item) {
@@ -330,12 +365,19 @@ function showStep(index, item) {
   for (const li of $("steps").children) li.classList.toggle("selected", li === item);
   const view = $("state-view");
   view.textContent = "";
-  const changed = new Set(Object.keys(record.update || {}));
-  const data = record.state || {};
-  for (const key of Object.keys(data)) {
+  if (!record.state) return; // a stored step whose checkpoint has not arrived yet
+  for (const change of stateDiff(record.before, record.state)) {
     const line = document.createElement("div");
-    line.textContent = `${key}: ${JSON.stringify(data[key])}`;
-    if (changed.has(key)) line.className = "changed";
+    line.dataset.key = change.key;
+    line.dataset.change = change.kind;
+    const show = (value) => JSON.stringify(value);
+    if (change.kind === "changed") line.textContent = `${change.key}: ${show(change.old)} → ${show(change.new)}`;
+    else if (change.kind === "added") line.textContent = `+ ${change.key}: ${show(change.new)}`;
+    else if (change.kind === "removed") line.textContent = `- ${change.key}: ${show(change.old)}`;
+    else line.textContent = `${change.key}: ${show(change.new)}`;
+    if (change.kind !== "same") line.className = `changed ${change.kind}`;
+    // No state before the step (an early event dropped): its update's keys are marked.
+    else if (!record.before && record.update && change.key in record.update) line.className = "changed";
     view.appendChild(line);
   }
 }

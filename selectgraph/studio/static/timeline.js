@@ -193,6 +193,8 @@ const Timeline = (() => {
       track.appendChild(bar);
       const facts = el("span", "tl-duration", ms(row.duration));
       line.append(label, track, facts);
+      // An empty cell for a node without LLM calls keeps the bars' tracks aligned.
+      line.appendChild(usageOf(row) || el("span", "tl-usage-none"));
       if (row.retries.length) {
         const mark = el("span", "tl-retry", `retried ${row.retries.length}×`);
         mark.title = row.retries.join("\n");
@@ -203,6 +205,23 @@ const Timeline = (() => {
       box.appendChild(line);
       for (const call of row.calls) box.appendChild(drawCall(call, row.depth));
     }
+  }
+
+  // A node's LLM calls summed: its tokens (in + out) and cost, beside its duration.
+  function usageOf(row) {
+    const llm = row.calls.filter((call) => call.kind === "llm");
+    if (!llm.length) return null;
+    let input = 0, output = 0, cost = 0, priced = false;
+    for (const call of llm) {
+      input += call.input || 0;
+      output += call.output || 0;
+      if (typeof call.cost === "number") { cost += call.cost; priced = true; }
+    }
+    const usage = el("span", "tl-usage",
+      `${input + output} tokens${priced ? ` · $${cost.toFixed(4)}` : ""}`);
+    usage.title = `${llm.length} LLM call${llm.length === 1 ? "" : "s"}: ${input} in / ${output} out tokens`;
+    usage.dataset.tokens = String(input + output);
+    return usage;
   }
 
   function drawCall(call, depth) {
