@@ -45,7 +45,7 @@ from selectgraph.executors.dbos._records import (
     rebuild_budget_stop,
     rebuild_failure,
 )
-from selectgraph.executors.dbos._steps import StepFrontier
+from selectgraph.executors.dbos._steps import StepFrontier, carry_stream_item
 from selectgraph.observe._codec import event_to_json
 from selectgraph.observe._events import GraphEvent
 from selectgraph.persistence._checkpoint import Checkpoint, checkpoint_ids_from
@@ -98,9 +98,11 @@ class Publisher:
 
     It listens to the run's events: one emitted inside a step goes into that
     step's record (so a replay has it too), any other is the loop's and waits
-    here. A node's step starts by writing what waits as one stream item (a
-    write from inside a step is a plain insert, not another step), unless
-    the last write is younger than ``STREAM_EVERY``; the
+    here. A node's step takes what waits as one stream item, unless the last
+    write is younger than ``STREAM_EVERY``, and the item is inserted in the
+    transaction that records the step (``_steps``): one commit for both, and
+    an item is written exactly when its step's record is (so what waited
+    before a node becomes readable when that node's step ends). The
     workflow writes what is left when the run stops or pauses. Events are
     numbered in the order the run produced them, which a replay reproduces
     exactly: an item names the number of its first event, so a reader drops
@@ -225,12 +227,14 @@ class DBOSTaskRunner:
                 # A newer input took the thread: the node does not run (a replay
                 # meets this record and stops at the same node).
                 return {"superseded": True, "events": [], "published": publisher.first}
-            # What waits goes out first, with this step rather than as a step of its own,
-            # and before the node runs (its end is then recorded as soon as it returns);
+            # What waits goes out with this step's record, in its transaction, rather
+            # than as a step of its own (a stand-in for DBOS has it written here);
             # a run of quick nodes writes at most every STREAM_EVERY seconds.
             wrote = publisher.due()
             if wrote:
-                await DBOS.write_stream_async(STREAM, publisher.item())
+                item = publisher.item()
+                if not carry_stream_item(STREAM, item):
+                    await DBOS.write_stream_async(STREAM, item)
             record = await self._execute(
                 run, call, live, lambda output: encode_node_output(output, serializer, where)
             )

@@ -12,7 +12,9 @@ are recorded; a step whose id is not among them cannot have a record (an
 execution that lost the run cannot write one: DBOS checks ownership under
 a row lock in the same transaction as every record), so it runs at once and
 only its record is written: one transaction, whose ownership check also
-refuses it if the run was cancelled meanwhile. A recorded id goes through
+refuses it if the run was cancelled meanwhile. The stream items the step
+carries (:func:`carry_stream_item`: the run's waiting events and
+checkpoints) are inserted in that same transaction. A recorded id goes through
 ``DBOS.run_step_async`` as before, so a replay meets its record and DBOS
 still refuses a step whose name differs from the one recorded.
 
@@ -27,16 +29,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, Final
 
 import sqlalchemy as sa
 from dbos._context import EnterDBOSStepCtx, get_local_dbos_context, snapshot_step_context
 from dbos._dbos import _get_dbos_instance
 from dbos._error import DBOSWorkflowCancelledError
-from dbos._serialization import serialize_exception, serialize_value
-from dbos._sys_db import db_retry
+from dbos._serialization import WorkflowSerializationFormat, serialize_exception, serialize_value
+from dbos._sys_db import _dbos_streams_channel, db_retry
 
-__all__ = ["CANCEL_CHECK_EVERY", "RunStep", "StepFrontier"]
+__all__ = ["CANCEL_CHECK_EVERY", "RunStep", "StepFrontier", "carry_stream_item"]
 
 RunStep = Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 """``DBOS.run_step_async``'s shape: (options, step function) -> the step's output."""
@@ -45,6 +48,25 @@ CANCEL_CHECK_EVERY: Final = 0.2
 """Seconds between two cancellation reads while a run's nodes are quick."""
 
 _CANCELLED: Final = "CANCELLED"
+
+_carried: ContextVar[list[tuple[str, Any]] | None] = ContextVar(
+    "selectgraph_dbos_carried_item", default=None
+)
+"""Inside a step run by :class:`StepFrontier`: stream items its record's transaction writes."""
+
+
+def carry_stream_item(key: str, value: Any) -> bool:
+    """Have the running step's record transaction write ``value`` to stream ``key``.
+
+    False when the step is not one :class:`StepFrontier` records itself (a test's
+    stand-in, a step DBOS runs): then the caller writes the item as before. The
+    item is then written, with the step's record, after the step's body ran.
+    """
+    carried = _carried.get()
+    if carried is None:
+        return False
+    carried.append((key, value))
+    return True
 
 
 class StepFrontier:
@@ -96,7 +118,9 @@ async def _run_and_record(
         "started_at_epoch_ms": started,
         "child_workflow_id": None,
     }
+    carried: list[tuple[str, Any]] = []
     with EnterDBOSStepCtx({"name": name, "operationType": "step"}, step_ctx):
+        token = _carried.set(carried)
         try:
             output = await step()
         except DBOSWorkflowCancelledError:
@@ -105,12 +129,50 @@ async def _run_and_record(
             record["error"], record["serialization"] = serialize_exception(
                 error, None, dbos._serializer
             )
-            await asyncio.to_thread(dbos._sys_db.record_operation_result, record)
+            await asyncio.to_thread(_record, dbos, record, carried)
             raise
+        finally:
+            _carried.reset(token)
         record["output"], record["serialization"] = serialize_value(output, None, dbos._serializer)
         # In a thread, inside the step's context: DBOS finds the owner token there.
-        await asyncio.to_thread(dbos._sys_db.record_operation_result, record)
+        await asyncio.to_thread(_record, dbos, record, carried)
     return output
+
+
+def _record(dbos: Any, record: dict[str, Any], items: list[tuple[str, Any]]) -> None:
+    """Insert the step's record and the stream items it carries, in one transaction."""
+    sys_db = dbos._sys_db
+    if not items:
+        sys_db.record_operation_result(record)
+        return
+    ctx = get_local_dbos_context()
+    assert ctx is not None
+    workflow_id = record["workflow_uuid"]
+    serialization = ctx.serialization_type or WorkflowSerializationFormat.DEFAULT
+    statements = [
+        sys_db._stream_insert_stmt(
+            workflow_id,
+            record["function_id"],
+            key,
+            *serialize_value(value, serialization, sys_db.serializer),
+        )
+        for key, value in items
+    ]
+    _record_with_items(sys_db, record, int(time.time() * 1000), statements)
+    for key in dict(items):
+        sys_db._signal_notification(_dbos_streams_channel, f"{workflow_id}::{key}")
+
+
+@db_retry()
+def _record_with_items(
+    sys_db: Any, record: dict[str, Any], completed_at: int, statements: list[Any]
+) -> None:
+    # The stream rows first, then the ownership check and the record: the order DBOS's
+    # own writes lock in, so they cannot deadlock with them.
+    with sys_db._own_key(record["workflow_uuid"]), sys_db.engine.begin() as c:
+        for statement in statements:
+            c.execute(statement)
+        sys_db._record_operation_result_txn(record, completed_at, c)
 
 
 def _recorded_ids(dbos: Any, workflow_id: str) -> frozenset[int]:
