@@ -233,6 +233,10 @@ function handle(record) {
     case "EdgeFired":
       if (top) takeEdge(record.source, record.target);
       break;
+    case "ParallelFinished":
+      // The branches' updates merged: the state the step after them is diffed against.
+      if (top && record.state) state.current = record.state;
+      break;
     case "NodeChunk":
       streamText(record.node_path.join(" / "), record.delta);
       break;
@@ -314,7 +318,7 @@ function setStep(step) {
 function addStep(record) {
   state.steps.push(record);
   record.before = state.current;
-  if (record.state) state.current = record.state;
+  if (record.state && !record.branch) state.current = record.state;
   const item = document.createElement("li");
   item.value = record.step;
   item.dataset.step = String(record.step);
@@ -328,8 +332,9 @@ function addStep(record) {
 // known; a stored run's events carry no update).
 function labelStep(record, item) {
   const changes = record.state && record.before ? stateDiff(record.before, record.state) : null;
-  const keys = changes ? changes.filter((c) => c.kind !== "same").map((c) => c.key)
-    : Object.keys(record.update || {});
+  let keys = changes ? changes.filter((c) => c.kind !== "same").map((c) => c.key) : [];
+  // A branch's state is its own (merged after the fan-out): its update names what it wrote.
+  if (!keys.length) keys = Object.keys(record.update || {});
   item.textContent = `${record.node}${keys.length ? ": " + keys.join(", ") : ""}`;
 }
 
@@ -339,7 +344,7 @@ function stateOfLastStep(data) {
   const last = state.steps[index];
   if (!last || last.state) return;
   last.state = data;
-  state.current = data;
+  if (!last.branch) state.current = data;
   const item = $("steps").children[index];
   labelStep(last, item);
   if (state.selected === index) showStep(index, item);
@@ -376,8 +381,9 @@ function showStep(index, item) {
     else if (change.kind === "removed") line.textContent = `- ${change.key}: ${show(change.old)}`;
     else line.textContent = `${change.key}: ${show(change.new)}`;
     if (change.kind !== "same") line.className = `changed ${change.kind}`;
-    // No state before the step (an early event dropped): its update's keys are marked.
-    else if (!record.before && record.update && change.key in record.update) line.className = "changed";
+    // Keys the step's update wrote, where the diff cannot see them (a branch's update is
+    // merged after the fan-out; an early event dropped) are marked all the same.
+    else if (record.update && change.key in record.update) line.className = "changed";
     view.appendChild(line);
   }
 }
