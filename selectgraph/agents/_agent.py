@@ -33,7 +33,7 @@ from selectgraph.providers._base import (
     ResponseFormat,
     ToolChoice,
 )
-from selectgraph.runtime._nested import calling_node
+from selectgraph.runtime._nested import calling_node, tool_slot
 
 __all__ = ["Agent", "AgentInput", "AgentOutputError"]
 
@@ -271,7 +271,7 @@ class Agent:
             )
             if self.judge is None:
                 return result
-            verdict = await self.judge.evaluate(
+            verdict = await self._verdict(
                 JudgeRequest(task=task, answer=result, attempt=attempt, goal=goal)
             )
             verdicts.append(verdict)
@@ -377,7 +377,7 @@ class Agent:
     ) -> Completion:
         replay = replay_for(calling_node.get())
         if replay is not None:
-            saved = replay.completion()
+            saved = replay.completion(request)
             if saved is not None:
                 return saved
         if on_chunk is None:
@@ -387,7 +387,7 @@ class Agent:
                 self.provider, request, lambda delta: on_chunk(AgentChunk(delta=delta))
             )
         if replay is not None:
-            replay.keep_completion(completion)
+            replay.keep_completion(request, completion)
         return completion
 
     async def _available_tools(self) -> Mapping[str, RunnableTool]:
@@ -426,8 +426,14 @@ class Agent:
         if run:
             # Every call finishes before a question one of them asked pauses the run,
             # so the others' results are memoized and not run again on resume.
+            replay = replay_for(calling_node.get())
+            turn = replay.turn() if replay is not None else None
             outcomes = await asyncio.gather(
-                *(self._run_tool(call, available) for call in calls), return_exceptions=True
+                *(
+                    self._run_tool(call, available, None if turn is None else (turn, position))
+                    for position, call in enumerate(calls)
+                ),
+                return_exceptions=True,
             )
             for outcome in outcomes:
                 if isinstance(outcome, BaseException):
@@ -449,18 +455,43 @@ class Agent:
             if on_chunk is not None:
                 on_chunk(AgentChunk(tool_result=message))
 
-    async def _run_tool(self, call: ToolCall, available: Mapping[str, RunnableTool]) -> Message:
+    async def _run_tool(
+        self,
+        call: ToolCall,
+        available: Mapping[str, RunnableTool],
+        slot: tuple[int, int] | None,
+    ) -> Message:
+        """Run one call (in its own task); with a slot, its result is memoized for a resume."""
         replay = replay_for(calling_node.get())
-        if replay is not None:
-            saved = replay.tool_result(call)
+        key = f"{slot[0]}:{slot[1]}" if slot is not None else ""
+        if replay is not None and slot is not None:
+            saved = replay.tool_result(key)
             if saved is not None:
                 return saved
+        if getattr(available.get(call.name), "may_interrupt", False):
+            tool_slot.set(slot)  # this task's own context: the graph tool reads it
+        else:
+            # An agent a plain tool runs is not this node's: it must not take its memo.
+            calling_node.set(None)
         started = tool_started(call)
         message = await self._tool_answer(call, available)
         tool_finished(started, call, message)
-        if replay is not None:
-            replay.keep_tool_result(call, message)
+        if replay is not None and slot is not None:
+            replay.keep_tool_result(key, message)
         return message
+
+    async def _verdict(self, request: JudgeRequest) -> Verdict:
+        """The judge's verdict, replayed when this answer had one before a pause."""
+        assert self.judge is not None
+        replay = replay_for(calling_node.get())
+        if replay is not None:
+            saved = replay.verdict(request.attempt)
+            if saved is not None:
+                return saved
+        verdict = await self.judge.evaluate(request)
+        if replay is not None:
+            replay.keep_verdict(request.attempt, verdict)
+        return verdict
 
     async def _tool_answer(self, call: ToolCall, available: Mapping[str, RunnableTool]) -> Message:
         tool = available.get(call.name)

@@ -39,7 +39,7 @@ from selectgraph.core._usage import NO_USAGE
 from selectgraph.nodes._output import read_output
 from selectgraph.nodes._spec import NodeContext
 from selectgraph.observe._events import NodeChunk
-from selectgraph.runtime._nested import CallingNode, calling_node
+from selectgraph.runtime._nested import CallingNode, calling_node, forget_tool_children
 from selectgraph.state._output import NodeOutput
 from selectgraph.state._views import StateView, ViewWrites
 
@@ -203,6 +203,7 @@ class AgentNode:
         except Exception as error:
             if task is not None:
                 run.task_done(task)  # a retry asks the model again, it does not replay
+                forget_tool_children(run, task)
             if where.usage.calls and isinstance(error, SelectGraphError):
                 # What the tools' graphs spent is spent too (the engine counts error.usage).
                 error.usage = (getattr(error, "usage", None) or NO_USAGE) + where.usage  # type: ignore[attr-defined]
@@ -213,6 +214,7 @@ class AgentNode:
                 call_scope().reset(entered)
         if task is not None:
             run.task_done(task)  # the visit finished: its replay memory is spent
+            forget_tool_children(run, task)
         usage = result.usage + built.usage + where.usage
         if self.output_transform is not None:
             raw = self.output_transform(result, state)

@@ -3,7 +3,8 @@
 Inside a graph run (the agent is a node's), the graph runs as a child of that
 node, as a subgraph does: its model calls count against the run's budgets and
 its usage is added to the node's, its events are nested under the node (their
-namespace is the node's, then the tool call's id), and a question one of its
+namespace is the node's, then ``<tool>.call<n>-<i>``: the ``i``-th call of the
+agent's ``n``-th model answer), and a question one of its
 generator nodes asks pauses the whole run. Answered, the agent's node replays
 its model answers and finished tool calls from memory and the paused graph
 continues at its yield.
@@ -26,7 +27,7 @@ from selectgraph.core._errors import SelectGraphError
 from selectgraph.core._messages import Message, tool_content
 from selectgraph.core._run_errors import GraphRunError
 from selectgraph.providers._base import ToolSpec
-from selectgraph.runtime._nested import calling_node, run_child
+from selectgraph.runtime._nested import calling_node, run_child, tool_slot
 from selectgraph.runtime._start import prepare_state
 
 if TYPE_CHECKING:
@@ -149,12 +150,14 @@ class GraphTool:
             state = prepare_state(self.program, start)
         except SelectGraphError as bad:
             return self._error(call, f"invalid arguments: {bad}")
+        slot = tool_slot.get()
+        # Stable on replay and distinct per call: the answer that asked and the position.
+        place = f"call{slot[0]}-{slot[1]}" if slot is not None else _escaped(call.id)
+        part = f"{self._name}.{place}"  # another tool at that place is another child
         # The graph's own agents are not the caller: they must not take its memo.
         entered = calling_node.set(None)
         try:
-            _, result = await run_child(
-                self.program, state, where.context, call=_UNSAFE.sub("_", call.id) or "call"
-            )
+            _, result = await run_child(self.program, state, where.context, call=part)
         except GraphRunError as failed:
             usage = failed.result.total_usage if failed.result is not None else None
             if usage is not None:
@@ -163,6 +166,9 @@ class GraphTool:
         finally:
             calling_node.reset(entered)
         where.add(result.total_usage)
+        if slot is not None and where.memo is not None:
+            # Replayed with the result after a resume, so it is counted again then.
+            where.memo[f"usage:{slot[0]}:{slot[1]}"] = result.total_usage.to_dict()
         return self._answer(call, result)
 
     # ------------------------------------------------------------------ parts
@@ -222,6 +228,13 @@ def _parameters(name: str, schema: type[BaseModel] | Mapping[str, Any] | None) -
     raise ValueError(
         f"tool {name!r}: input_schema must be a Pydantic model class or a JSON schema of "
         f"type 'object', got {_kind(schema)}"
+    )
+
+
+def _escaped(call_id: str) -> str:
+    """A call id as a namespace part: distinct ids stay distinct (``_`` escapes itself)."""
+    return "id-" + "".join(
+        ch if ch.isascii() and (ch.isalnum() or ch in ".-") else f"_{ord(ch):x}_" for ch in call_id
     )
 
 

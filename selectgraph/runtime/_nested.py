@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from selectgraph.runtime._program import GraphProgram
     from selectgraph.runtime._run import Run
 
-__all__ = ["CallingNode", "calling_node", "run_child"]
+__all__ = ["CallingNode", "calling_node", "forget_tool_children", "run_child", "tool_slot"]
 
 
 @dataclass(slots=True)
@@ -55,7 +55,12 @@ class CallingNode:
 
 
 calling_node: ContextVar[CallingNode | None] = ContextVar("selectgraph_calling_node", default=None)
-"""The agent node whose agent is running, if any (set around the agent's answer)."""
+"""The agent node whose agent is running, if any (set around the agent's answer, and
+cleared around a tool that cannot pause: an agent such a tool runs is not the node's)."""
+
+tool_slot: ContextVar[tuple[int, int] | None] = ContextVar("selectgraph_tool_slot", default=None)
+"""Which call a graph tool is answering: the number of the model answer that asked for it
+and its position there (stable on replay, unlike the model's call ids)."""
 
 
 async def run_child(
@@ -73,8 +78,8 @@ async def run_child(
         state: What it starts from.
         context: The calling node's context.
         track_writes: Record which keys the child wrote (a graph used as a node).
-        call: For a graph tool, the tool call's id: two calls in one visit of the
-            node are two children, each kept apart when they pause.
+        call: For a graph tool, which call it answers (``call<n>-<i>``): two calls
+            in one visit of the node are two children, kept apart when they pause.
 
     Raises:
         GraphRunError: the child failed (its state is on the error).
@@ -113,6 +118,18 @@ async def run_child(
     in_branch = context.branch is not None
     run.progress = None if call is not None else progress_for(parent, in_branch, run)
     return run, await pending
+
+
+def forget_tool_children(run: Run, task: str) -> None:
+    """Drop the paused graphs of ``task``'s tools: its visit is over.
+
+    One left by a replay that took another turn would otherwise ride in every later
+    checkpoint.
+    """
+    book = run.book
+    if book is not None:
+        for key in [k for k in book.children if k.startswith(f"{task}#")]:
+            del book.children[key]
 
 
 def _in_event_loop() -> bool:

@@ -75,10 +75,13 @@ class _MemberNode:
         try:
             _, result = await run_child(self.program, prepare_state(self.program, start), context)
         except GraphRunError as error:
-            raise NodeError(
+            failed = NodeError(
                 f"team member {self.name!r} (the graph {self.program.name!r}) failed: {error}",
                 node=context.node,
-            ) from error
+            )
+            if error.result is not None:
+                failed.usage = error.result.total_usage  # type: ignore[attr-defined]
+            raise failed from error
         found = final_output(result)
         answer = found if isinstance(found, str) else to_json(found).decode()
         # Written as an agent node writes its answer: the output, and a message by the node.

@@ -166,7 +166,7 @@ def test_the_agent_gets_the_graphs_answer_and_the_events_nest_under_its_node() -
 
     assert tool_results(provider.requests[1]) == ["HI"]
     assert result.content == "ok"
-    inner = [e for e in events if e.namespace == ("boss", "c1")]
+    inner = [e for e in events if e.namespace == ("boss", "shout.call0-0")]
     assert [type(e).__name__ for e in inner][:2] == ["RunStarted", "NodeStarted"]
     assert {e.run_id for e in inner} == {result.run_id}
     [finished] = [e for e in events if isinstance(e, ToolCallFinished)]
@@ -355,3 +355,161 @@ def test_graph_tools_in_parallel_branches_pause_together_and_resume_from_the_sto
         "B: draft about bats (bats)",
     ]
     assert (len(first.requests), len(second.requests)) == (1, 1)
+
+
+# ------------------------------------------------------- replay after a resume
+
+
+def test_an_agent_inside_a_plain_tool_does_not_take_the_nodes_replay_memory() -> None:
+    helper = Agent(AgentConfig(name="helper"), provider=ScriptedProvider(["HELPER"] * 3))
+
+    async def ask_helper(question: str) -> str:
+        """Ask the helper agent.
+
+        Args:
+            question: What to ask.
+        """
+        return (await helper.arun(question)).content
+
+    provider = ScriptedProvider(
+        [
+            LocalReply(
+                tool_calls=[ToolCall(id="h1", name="ask_helper", arguments={"question": "q"})]
+            ),
+            LocalReply(tool_calls=[ToolCall(id="w1", name="writer", arguments={"input": "cats"})]),
+            lambda request: "FINAL: " + " | ".join(tool_results(request)),
+        ]
+    )
+    graph = outer_graph(provider, ask_helper, writer().as_tool())
+
+    paused = graph.run("cats")
+    done = graph.resume(paused.interrupts[0].id, "yes")
+
+    assert done.content == "FINAL: HELPER | draft about cats (yes)"
+    assert len(provider.requests) == 3
+
+
+def test_a_call_id_the_model_repeats_gets_its_own_result() -> None:
+    answers = iter(["first", "second"])
+
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        return next(answers)
+
+    provider = ScriptedProvider(
+        [
+            LocalReply.tool_call("lookup", {"key": "a"}, call_id="same"),
+            LocalReply.tool_call("lookup", {"key": "b"}, call_id="same"),
+            lambda request: " ".join(tool_results(request)),
+        ]
+    )
+
+    result = outer_graph(provider, lookup, writer().as_tool()).run("go")
+
+    assert result.content == "first second"
+
+
+def test_ids_that_restart_in_a_new_process_do_not_replay_an_earlier_result(
+    tmp_path: Path,
+) -> None:
+    # A local provider numbers its calls per process: after the resume the same ids
+    # come again for new calls.
+    database = tmp_path / "runs.db"
+    notes: list[str] = []
+    first = outer_graph(
+        ScriptedProvider([LocalReply.tool_call("writer", {"input": "cats"}, call_id="call_1")]),
+        counting_tool(notes),
+        writer().as_tool(),
+    )
+    paused = first.run("go", checkpoint_store=SQLiteCheckpointStore(database), run_id="r")
+    second = outer_graph(
+        ScriptedProvider(
+            [
+                LocalReply.tool_call("note", {"text": "hello"}, call_id="call_1"),
+                lambda request: " | ".join(tool_results(request)),
+            ]
+        ),
+        counting_tool(notes),
+        writer().as_tool(),
+    )
+
+    done = second.resume(
+        paused.interrupts[0].id, "ok", checkpoint_store=SQLiteCheckpointStore(database)
+    )
+
+    assert done.content == "draft about cats (ok) | noted hello"
+    assert notes == ["hello"]
+
+
+def test_the_judges_verdicts_before_the_pause_are_replayed_not_asked_again() -> None:
+    from selectgraph import LLMJudge
+
+    judge_model = ScriptedProvider(
+        ['{"decision":"retry","feedback":"use the writer"}', '{"decision":"accept"}'] * 2
+    )
+    provider = ScriptedProvider(
+        [
+            "first try",
+            LocalReply.tool_call("writer", {"input": "cats"}, call_id="w1"),
+            lambda request: "final: " + tool_results(request)[-1],
+        ]
+    )
+    agent = Agent(
+        AgentConfig(name="boss"),
+        provider=provider,
+        tools=[writer().as_tool()],
+        judge=LLMJudge("be good", provider=judge_model),
+    )
+    graph = AgentGraph(name="outer")
+    graph.add_node("boss", agent, next_node=END)
+
+    paused = graph.run("cats")
+    done = graph.resume(paused.interrupts[0].id, "yes")
+
+    assert done.content == "final: draft about cats (yes)"
+    assert len(judge_model.requests) == 2  # the retry before the pause, the accept after
+
+
+def test_a_finished_sibling_graph_tools_usage_is_counted_after_the_resume() -> None:
+    provider = ScriptedProvider(
+        [
+            LocalReply(
+                tool_calls=[
+                    ToolCall(id="t", name="talker", arguments={"input": "go"}),
+                    ToolCall(id="w", name="writer", arguments={"input": "cats"}),
+                ]
+            ),
+            "done",
+        ]
+    )
+    graph = outer_graph(provider, talker(3).as_tool(), writer().as_tool())
+
+    paused = graph.run("go")
+    done = graph.resume(paused.interrupts[0].id, "yes")
+
+    assert done.total_usage.calls == 2 + 3
+
+
+def test_a_changed_conversation_on_resume_asks_the_model_again() -> None:
+    # A fork whose state was edited: the remembered answers were for another request.
+    store = SQLiteCheckpointStore(":memory:")
+    first = ScriptedProvider([LocalReply.tool_call("writer", {"input": "cats"}, call_id="w1")])
+    paused = outer_graph(first, writer().as_tool()).run("cats", checkpoint_store=store)
+    graph = outer_graph(
+        ScriptedProvider(
+            [
+                LocalReply.tool_call("shout", {"input": "dogs"}, call_id="s1"),
+                lambda request: "edited: " + tool_results(request)[-1],
+            ]
+        ),
+        writer().as_tool(),
+        echo_graph().as_tool(),
+    )
+
+    done = graph.resume(paused.interrupts[0].id, "yes", checkpoint_store=store)
+
+    assert done.content == "edited: DOGS"
