@@ -117,7 +117,9 @@ def event_to_json(event: _events.GraphEvent, *, state: bool = False) -> dict[str
         if live is not None:
             out["state"] = json_value(dict(live.data))
     result = getattr(event, "result", None)
-    if result is not None:
+    if result is not None and not isinstance(result, str):
+        # A run's result (RunFinished, RunPaused); a tool call's ``result`` is its text,
+        # a heavy field left out like the others.
         out["summary"] = _summary(result)
     error = getattr(event, "exception", None)
     if error is not None:

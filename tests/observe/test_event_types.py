@@ -312,3 +312,18 @@ def test_threads_reading_the_same_unread_events_all_see_their_fields() -> None:
     # since: the fallback is asked for a field that is there now.
     first = everything.events[1]
     assert getattr(type(first), "__getattr__")(first, "step") == 1  # noqa: B009
+
+
+def test_a_finished_tool_calls_event_encodes_without_its_result() -> None:
+    from selectgraph.observe import ToolCallFinished
+    from selectgraph.observe._codec import event_to_json
+
+    event = ToolCallFinished(
+        run_id="r", graph="g", step=1, timestamp=0.0, node="n", tool="lookup", call_id="c",
+        duration_ms=1.0, result="the answer",
+    )  # fmt: skip
+
+    encoded = event_to_json(event)
+
+    assert encoded["tool"] == "lookup"
+    assert "summary" not in encoded
