@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from selectgraph import AgentGraph
@@ -38,20 +40,41 @@ EXPECTED = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(EXPECTED))
-def test_example_runs_offline(script: str) -> None:
+def test_example_runs_offline(script: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["SELECTGRAPH_PROVIDER"] = "local"
-    completed = subprocess.run(
-        [sys.executable, str(EXAMPLES / script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    # Each run has its own files and its own database: two test runs at once (a
+    # checkout and CI's clone) must not share the DBOS example's workflows or a
+    # temporary SQLite file.
+    env["TMPDIR"] = str(tmp_path)
+    database = f"sg_example_{uuid.uuid4().hex[:12]}"
+    env["SELECTGRAPH_DATABASE_URL"] = f"postgresql://postgres@127.0.0.1:5432/{database}"
+    try:
+        completed = subprocess.run(
+            [sys.executable, str(EXAMPLES / script)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        _drop_database(database)
 
     assert completed.returncode == 0, completed.stderr
     assert EXPECTED[script] in completed.stdout
+
+
+def _drop_database(name: str) -> None:
+    """Drop the example's database if it made one (only the DBOS example does)."""
+    with psycopg.connect(
+        "postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True
+    ) as connection:
+        made = connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+        ).fetchone()
+        if made:
+            connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def test_every_example_is_checked() -> None:
