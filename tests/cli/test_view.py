@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Generator
 
 import pytest
 from rich.table import Table
@@ -63,7 +64,7 @@ def test_the_live_view_counts_a_pause_at_the_step_the_store_records() -> None:
     from selectgraph import END, AgentGraph, InMemoryCheckpointStore, InterruptRequest
     from selectgraph.cli._view import RunView
 
-    def ask(state: object) -> object:
+    def ask(state: object) -> Generator[object, object, dict[str, object]]:
         answer = yield InterruptRequest(prompt="Publish?", payload={"draft": "— é"})
         return {"answer": answer}
 
