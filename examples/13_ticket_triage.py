@@ -159,12 +159,16 @@ def start_workers() -> list[subprocess.Popen[bytes]]:
         )
     for name, process in zip(WORKERS, processes, strict=True):
         assert process.stderr is not None
+        said = []
         for line in process.stderr:  # wait until it serves
             if b"serving queue" in line:
                 print(f"{name} is serving")
                 break
+            said.append(line.decode(errors="replace"))
         else:
-            raise SystemExit(f"{name} did not start")
+            # Stop the others too: a worker left running would outlive this script.
+            stop_workers(processes)
+            raise SystemExit(f"{name} did not start:\n{''.join(said[-20:])}")
         # Keep reading what it logs: a full pipe would block the worker mid-run.
         threading.Thread(target=_pass_on, args=(process.stderr,), daemon=True).start()
     return processes
@@ -177,9 +181,14 @@ def _pass_on(stream: Any) -> None:
 
 def stop_workers(processes: list[subprocess.Popen[bytes]]) -> None:
     for process in processes:
-        process.send_signal(signal.SIGTERM)
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
     for process in processes:
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def send_tickets(approve_all: bool = True) -> None:

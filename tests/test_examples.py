@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -49,20 +51,33 @@ def test_example_runs_offline(script: str, tmp_path: Path) -> None:
     env["TMPDIR"] = str(tmp_path)
     database = f"sg_example_{uuid.uuid4().hex[:12]}"
     env["SELECTGRAPH_DATABASE_URL"] = f"postgresql://postgres@127.0.0.1:5432/{database}"
+    # Output goes to files, not pipes: a worker the example started and failed to stop
+    # would hold a pipe open and hang the test instead of failing it.
+    stdout, stderr = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     try:
-        completed = subprocess.run(
-            [sys.executable, str(EXAMPLES / script)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        with stdout.open("w") as out, stderr.open("w") as err:
+            process = subprocess.Popen(
+                [sys.executable, str(EXAMPLES / script)],
+                stdout=out,
+                stderr=err,
+                env=env,
+                start_new_session=True,  # its workers too can be stopped as one group
+            )
+            try:
+                returncode = process.wait(timeout=100)  # under pytest-timeout's 120 s
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                returncode = None
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # anything it left behind
         _drop_database(database)
 
-    assert completed.returncode == 0, completed.stderr
-    assert EXPECTED[script] in completed.stdout
+    said = f"stdout:\n{stdout.read_text()}\nstderr:\n{stderr.read_text()[-4000:]}"
+    assert returncode is not None, f"{script} ran past 100 s\n{said}"
+    assert returncode == 0, said
+    assert EXPECTED[script] in stdout.read_text(), said
 
 
 def _drop_database(name: str) -> None:

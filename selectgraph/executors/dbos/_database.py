@@ -181,13 +181,11 @@ def _create_database(parsed: sa.URL) -> None:
     engine = create_engine(parsed.set(database="postgres").render_as_string(hide_password=False))
     try:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            exists = connection.execute(
-                sa.text("select 1 from pg_database where datname = :name"), {"name": name}
-            ).first()
-            if exists is None:
-                quoted = connection.dialect.identifier_preparer.quote(name)
-                connection.execute(sa.text(f"create database {quoted}"))
-    except sa.exc.ProgrammingError as exc:
+            quoted = connection.dialect.identifier_preparer.quote(name)
+            connection.execute(sa.text(f"create database {quoted}"))
+    except (sa.exc.ProgrammingError, sa.exc.IntegrityError) as exc:
+        # No check first: two workers starting at once would both pass it. The one that
+        # loses gets "already exists" (PostgreSQL reports it as either error class).
         if "already exists" not in str(exc):
             raise
     finally:
