@@ -26,7 +26,7 @@ from selectgraph.core._sync import run_sync
 from selectgraph.observe._events import GraphEvent
 from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import Listener
-from selectgraph.observe._stream import StreamMode, stream_converter
+from selectgraph.observe._stream import StreamMode, every_event_converter, stream_converter
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._seed_store import SeedCheckpointStore, as_checkpoint_store
 from selectgraph.runtime._durable import Durability, EventLog
@@ -387,45 +387,43 @@ async def stream_run(
         GraphRunError: after the run's last event, if the run failed.
     """
     convert = stream_converter(stream_mode)
-    # A deque and an Event rather than an asyncio.Queue: a step's events are
-    # appended at the cost of a list append, and the consumer takes every
-    # item that is ready before it waits again.
+    every_event = convert is every_event_converter
+    # Items wait in a deque (appending is atomic, so a worker thread driving the run
+    # or a branch's blocking node appends without a lock). ``scheduled`` says a wake-up
+    # of the consumer is already on its way: one per batch of items, not one per item,
+    # and none while the consumer is busy taking items.
     pending: collections.deque[Any] = collections.deque()
-    ready = asyncio.Event()
     loop = asyncio.get_running_loop()
     home = threading.get_ident()
+    scheduled = [False]
+    waiter: list[asyncio.Future[None] | None] = [None]
 
-    # Items from worker threads (a run driven on one, a branch's blocking node) wait
-    # in ``outside`` and are handed over in batches: one loop wake-up per batch.
-    outside: list[Any] = []
-    lock = threading.Lock()
-    handing_over = [False]
+    def wake() -> None:
+        future = waiter[0]
+        if future is not None and not future.done():
+            future.set_result(None)
 
     def push(item: Any) -> None:
         pending.append(item)
-        ready.set()
-
-    def hand_over() -> None:
-        with lock:
-            pending.extend(outside)
-            outside.clear()
-            handing_over[0] = False
-        ready.set()
+        if not scheduled[0]:
+            scheduled[0] = True
+            wake()
 
     def deliver(event: GraphEvent) -> None:
-        items = convert(event)
-        if not items:
-            return
-        if threading.get_ident() == home:
-            pending.extend(items)
-            ready.set()
-            return
-        with lock:
-            outside.extend(items)
-            if handing_over[0]:
+        if every_event:
+            pending.append(event)
+        else:
+            items = convert(event)
+            if not items:
                 return
-            handing_over[0] = True
-        loop.call_soon_threadsafe(hand_over)
+            pending.extend(items)
+        if scheduled[0]:
+            return
+        scheduled[0] = True
+        if threading.get_ident() == home:
+            wake()
+        else:
+            loop.call_soon_threadsafe(wake)
 
     # The stream's mode needs only some events (``"updates"``: NodeFinished): the run
     # builds no others for it.
@@ -455,8 +453,13 @@ async def stream_run(
                     task.result()  # re-raise a failure after its last event
                     return
                 yield item
-            ready.clear()
-            await ready.wait()
+            # Cleared before the last look: an item appended after it schedules a wake-up.
+            scheduled[0] = False
+            if pending:
+                continue
+            waiter[0] = loop.create_future()
+            await waiter[0]
+            waiter[0] = None
     finally:
         if not task.done():
             task.cancel()

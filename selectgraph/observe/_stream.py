@@ -96,7 +96,8 @@ _NEEDS: dict[str, tuple[type[GraphEvent], ...] | None] = {
 """The events each mode makes items of (``None``: every event)."""
 
 
-def _events(event: GraphEvent) -> tuple[Any, ...]:
+def every_event_converter(event: GraphEvent) -> tuple[Any, ...]:
+    """The ``"events"`` mode's converter: every event is its own item."""
     return (event,)
 
 
@@ -141,7 +142,7 @@ def stream_converter(
 def _single(mode: str) -> Callable[[GraphEvent], tuple[Any, ...]]:
     """The converter of one mode: its item in a tuple, or an empty tuple."""
     if mode == "events":
-        return _events  # every event is an item: nothing to look at
+        return every_event_converter  # every event is an item: nothing to look at
     only = _CONVERTERS[mode]
 
     def one(event: GraphEvent) -> tuple[Any, ...]:
