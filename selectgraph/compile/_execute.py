@@ -13,7 +13,15 @@ import collections
 import contextlib
 import dataclasses
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Protocol, TypeVar
 
 from selectgraph.compile._options import NO_RESPONSE, GraphInput, PauseSignal
@@ -363,6 +371,73 @@ async def _yielding_sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+def _inbox(
+    convert: Callable[[GraphEvent], tuple[Any, ...]],
+) -> tuple[
+    collections.deque[Any],
+    Callable[[GraphEvent], None],
+    Callable[[Any], None],
+    Callable[[], Awaitable[None]],
+]:
+    """Where a stream's items wait for its consumer: (items, listener, push, wait).
+
+    Items wait in a deque: appending is atomic, so a worker thread driving the run
+    (or a branch's blocking node) appends without a lock. A flag says a wake-up of
+    the consumer is already on its way: one per batch of items rather than one per
+    item, and none while the consumer is busy taking items. ``wait`` returns when
+    items may be ready; the listener declares the event types ``convert`` needs.
+    """
+    every_event = convert is every_event_converter
+    pending: collections.deque[Any] = collections.deque()
+    loop = asyncio.get_running_loop()
+    home = threading.get_ident()
+    scheduled = [False]
+    waiter: list[asyncio.Future[None] | None] = [None]
+
+    def wake() -> None:
+        future = waiter[0]
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def push(item: Any) -> None:  # on the loop's thread
+        pending.append(item)
+        if not scheduled[0]:
+            scheduled[0] = True
+            wake()
+
+    def deliver(event: GraphEvent) -> None:
+        if every_event:
+            pending.append(event)
+        else:
+            items = convert(event)
+            if not items:
+                return
+            pending.extend(items)
+        if scheduled[0]:
+            return
+        scheduled[0] = True
+        if threading.get_ident() == home:
+            wake()
+        else:
+            loop.call_soon_threadsafe(wake)
+
+    async def wait() -> None:
+        # Cleared before the last look: an item appended after it schedules a wake-up.
+        scheduled[0] = False
+        if pending:
+            return
+        future = waiter[0] = loop.create_future()
+        try:
+            await future
+        finally:
+            waiter[0] = None
+
+    # A mode that needs only some events (``"updates"``: NodeFinished) has the run
+    # build no others for the stream.
+    deliver.event_types = getattr(convert, "event_types", None)  # type: ignore[attr-defined]
+    return pending, deliver, push, wait
+
+
 async def stream_run(
     graph: RunProgram,
     input: GraphInput,
@@ -386,48 +461,7 @@ async def stream_run(
     Raises:
         GraphRunError: after the run's last event, if the run failed.
     """
-    convert = stream_converter(stream_mode)
-    every_event = convert is every_event_converter
-    # Items wait in a deque (appending is atomic, so a worker thread driving the run
-    # or a branch's blocking node appends without a lock). ``scheduled`` says a wake-up
-    # of the consumer is already on its way: one per batch of items, not one per item,
-    # and none while the consumer is busy taking items.
-    pending: collections.deque[Any] = collections.deque()
-    loop = asyncio.get_running_loop()
-    home = threading.get_ident()
-    scheduled = [False]
-    waiter: list[asyncio.Future[None] | None] = [None]
-
-    def wake() -> None:
-        future = waiter[0]
-        if future is not None and not future.done():
-            future.set_result(None)
-
-    def push(item: Any) -> None:
-        pending.append(item)
-        if not scheduled[0]:
-            scheduled[0] = True
-            wake()
-
-    def deliver(event: GraphEvent) -> None:
-        if every_event:
-            pending.append(event)
-        else:
-            items = convert(event)
-            if not items:
-                return
-            pending.extend(items)
-        if scheduled[0]:
-            return
-        scheduled[0] = True
-        if threading.get_ident() == home:
-            wake()
-        else:
-            loop.call_soon_threadsafe(wake)
-
-    # The stream's mode needs only some events (``"updates"``: NodeFinished): the run
-    # builds no others for it.
-    deliver.event_types = getattr(convert, "event_types", None)  # type: ignore[attr-defined]
+    pending, deliver, push, wait = _inbox(stream_converter(stream_mode))
     listeners = (*observers, deliver)
     options = durable_options(
         graph,
@@ -453,13 +487,7 @@ async def stream_run(
                     task.result()  # re-raise a failure after its last event
                     return
                 yield item
-            # Cleared before the last look: an item appended after it schedules a wake-up.
-            scheduled[0] = False
-            if pending:
-                continue
-            waiter[0] = loop.create_future()
-            await waiter[0]
-            waiter[0] = None
+            await wait()
     finally:
         if not task.done():
             task.cancel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -59,6 +60,33 @@ async def test_astream_streams_a_synchronous_graph_too() -> None:
 
     assert isinstance(events[-1], RunFinished)
     assert [e.target for e in events if isinstance(e, EdgeFired)] == ["step_2", END]
+
+
+async def test_a_synchronous_graph_streams_in_lockstep_with_its_consumer() -> None:
+    # Each node (on the run's worker thread) waits until the consumer has seen the
+    # previous node finish, so every item arrives while the consumer is waiting: each
+    # must wake it from the other thread, or the run and the test hang.
+    seen = threading.Semaphore(0)
+
+    def step(state: GraphState) -> dict[str, Any]:
+        assert seen.acquire(timeout=30), "the consumer never saw the previous node"
+        return {"n": state.get("n", 0) + 1}
+
+    graph = AgentGraph("lockstep", max_steps=None)
+    graph.add_node("a", step)
+    graph.add_edge("a", "a", condition="n < 20")
+    graph.add_edge("a", END)
+    graph.set_entry("a")
+    seen.release()  # the first node needs no earlier one
+    finished = 0
+    async for event in graph.astream({"n": 0}):
+        if isinstance(event, NodeFinished):
+            finished += 1
+            seen.release()
+        if isinstance(event, RunFinished):
+            assert event.result is not None
+            assert event.result.state["n"] == 20
+    assert finished == 20
 
 
 async def test_astream_raises_after_delivering_run_failed() -> None:
