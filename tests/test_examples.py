@@ -54,24 +54,22 @@ def test_example_runs_offline(script: str, tmp_path: Path) -> None:
     # Output goes to files, not pipes: a worker the example started and failed to stop
     # would hold a pipe open and hang the test instead of failing it.
     stdout, stderr = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with stdout.open("w") as out, stderr.open("w") as err:
+        process = subprocess.Popen(
+            [sys.executable, str(EXAMPLES / script)],
+            stdout=out,
+            stderr=err,
+            env=env,
+            start_new_session=True,  # its workers too can be stopped as one group
+        )
     try:
-        with stdout.open("w") as out, stderr.open("w") as err:
-            process = subprocess.Popen(
-                [sys.executable, str(EXAMPLES / script)],
-                stdout=out,
-                stderr=err,
-                env=env,
-                start_new_session=True,  # its workers too can be stopped as one group
-            )
-            try:
-                returncode = process.wait(timeout=100)  # under pytest-timeout's 120 s
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                returncode = None
+        returncode: int | None = process.wait(timeout=100)  # under pytest-timeout's 120 s
+    except subprocess.TimeoutExpired:
+        returncode = None
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # anything it left behind
+            os.killpg(process.pid, signal.SIGKILL)  # the example, or what it left behind
+        process.wait()
         _drop_database(database)
 
     said = f"stdout:\n{stdout.read_text()}\nstderr:\n{stderr.read_text()[-4000:]}"
