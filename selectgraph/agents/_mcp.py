@@ -175,13 +175,19 @@ class MCPTools:
         return self._portal_for_use().run(self._list())
 
     async def aclose(self) -> None:
-        """Close the session and stop the server; a later use opens a new one."""
-        portal = self._portal
+        """Close the session, stop the server and its thread; a later use opens new ones."""
+        with self._portal_lock:
+            portal, self._portal = self._portal, None
         if portal is not None:
-            await portal.submit(self._disconnect())
+            try:
+                await portal.submit(self._disconnect())
+            finally:
+                # Not waited for: the thread ends (and closes its loop) on its own.
+                portal.stop_soon()
+                self._opening = None  # belonged to that loop
 
     def close(self) -> None:
-        """Blocking :meth:`aclose`; also stops the portal thread."""
+        """Blocking :meth:`aclose`, from code with no running loop."""
         with self._portal_lock:
             portal, self._portal = self._portal, None
         if portal is not None:
@@ -189,6 +195,7 @@ class MCPTools:
                 portal.run(self._disconnect(), timeout=30)
             finally:
                 portal.stop()
+                self._opening = None  # belonged to that loop
 
     async def __aenter__(self) -> MCPTools:
         return self
@@ -453,8 +460,14 @@ class _Portal:
 
     def __init__(self, name: str) -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
+
+    def _serve(self) -> None:
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
 
     def submit(self, work: Coroutine[Any, Any, T]) -> Awaitable[T]:
         """Run ``work`` on the portal; await it from any loop (cancelling it cancels ``work``)."""
@@ -465,12 +478,15 @@ class _Portal:
         future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(work, self._loop)
         return future.result(timeout)
 
+    def stop_soon(self) -> None:
+        """Tell the loop to stop; its thread then closes it and ends."""
+        with contextlib.suppress(RuntimeError):  # already closed
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
     def stop(self) -> None:
-        """Stop the loop and its thread."""
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        """Stop the loop and wait (up to 10 s) for its thread to end."""
+        self.stop_soon()
         self._thread.join(timeout=10)
-        if not self._thread.is_alive():
-            self._loop.close()
 
 
 # Every MCPTools not yet closed, so interpreter exit stops their servers.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -256,6 +257,22 @@ async def test_an_agent_calls_a_tool_over_streamable_http(http_server: tuple[str
         assert second.content == {"result": 2}
         await _agent(tools, "no tools needed").arun("hi")
     assert listings(log) == before + 1
+
+
+async def test_leaving_async_with_stops_the_session_thread_and_a_later_use_reopens(
+    http_server: tuple[str, Path],
+) -> None:
+    # A server that makes MCPTools per request must not keep a thread per request.
+    url, _ = http_server
+    tools = MCPTools(url=url, name="per-request")
+    for _ in range(2):
+        async with tools:
+            answer = await tools.acall("echo", {"text": "hi"})
+            assert answer.content == {"result": "hi"}
+    for thread in threading.enumerate():
+        if thread.name == "selectgraph-mcp-per-request":
+            thread.join(timeout=10)
+            assert not thread.is_alive(), "the session's thread outlived async with"
 
 
 def test_a_blocking_call_reaches_an_http_server(http_server: tuple[str, Path]) -> None:
