@@ -9,8 +9,6 @@ test-artifacts/studio/.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,25 +18,10 @@ import httpx
 import pytest
 
 from tests.studio.conftest import Served
+from tests.studio.test_api import elsewhere, finished
 from tests.studio.test_browser import ARTIFACTS, ROOT, page  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.slow
-
-
-def elsewhere(*args: str) -> subprocess.Popen[str]:
-    """A run made by another process (tests/studio/elsewhere.py) on a SQLite file."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.studio.elsewhere", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def finished(process: subprocess.Popen[str]) -> None:
-    _, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
 
 
 async def open_stored_run(tab: Any, served: Served, run_id: str) -> None:
