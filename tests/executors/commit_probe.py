@@ -3,10 +3,10 @@
 ``python -m tests.executors.commit_probe <database url> <steps>`` serves one
 run of a loop of ``steps`` trivial nodes in this process (DBOS allows one
 instance per process) and prints, as JSON, the commits and statements on
-DBOS's engine that name the run (a transaction counts when one of its
-statements carries the run's id), so the queue polling of the worker,
-which names no run, is not counted; nor are the stream writes of events and
-checkpoints apart (their number depends on time: at most one every 0.2 s).
+DBOS's engine that write for the run (a transaction counts when one of its
+statements changes a row and carries the run's id). So neither the queue
+polling of the worker, which names no run, nor the reads of the caller
+waiting for the result, whose number depends on time, is counted.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ loop.add_conditional_edge("tick", lambda state: "tick" if state["i"] < state["st
 
 
 class RunCounter:
-    """Commits and statements on an engine whose transactions name one run."""
+    """Commits and statements of the transactions on an engine that write for one run."""
 
     def __init__(self, engine: sa.Engine, run_id: str) -> None:
         self.run_id = run_id
@@ -39,18 +39,27 @@ class RunCounter:
         sa.event.listen(engine, "rollback", self._rollback)
 
     def _statement(self, conn: Any, cursor: Any, sql: str, params: Any, *_: Any) -> None:
-        if self.run_id in repr(params):
-            self.statements += 1
-            conn.info["names_run"] = True
-            if sql.startswith("INSERT INTO dbos.streams"):
-                self.stream_writes += 1
+        if self.run_id not in repr(params):
+            return
+        conn.info["run_statements"] = conn.info.get("run_statements", 0) + 1
+        if not sql.lstrip().upper().startswith("SELECT"):
+            conn.info["writes_run"] = True
+        if sql.startswith("INSERT INTO dbos.streams"):
+            conn.info["run_stream_writes"] = conn.info.get("run_stream_writes", 0) + 1
 
     def _commit(self, conn: Any) -> None:
-        if conn.info.pop("names_run", False):
+        statements = conn.info.pop("run_statements", 0)
+        stream_writes = conn.info.pop("run_stream_writes", 0)
+        # A read-only transaction (the caller polling the run's status) is not
+        # the run's cost, and how many there are depends on the clock.
+        if conn.info.pop("writes_run", False):
             self.commits += 1
+            self.statements += statements
+            self.stream_writes += stream_writes
 
     def _rollback(self, conn: Any) -> None:
-        conn.info.pop("names_run", None)
+        for key in ("run_statements", "run_stream_writes", "writes_run"):
+            conn.info.pop(key, None)
 
 
 async def probe(url: str, steps: int) -> dict[str, int]:
