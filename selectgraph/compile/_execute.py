@@ -80,7 +80,7 @@ def durable_options(
     pause_after: Iterable[str] | None,
     serializer: StateSerializer | None,
     thread: ThreadOptions | None = None,
-    event_log: EventLog = True,
+    event_log: EventLog | None = True,
     migrate: Mapping[str, str] | None = None,
 ) -> DurableOptions | None:
     """How a run of ``graph`` keeps checkpoints and pauses; ``None`` for a run that keeps none.
@@ -90,6 +90,8 @@ def durable_options(
             durability.
         TypeError: ``pause`` has no ``is_set()``; ``migrate`` is not a mapping of names.
     """
+    if event_log is not True and event_log is not False and event_log not in (None, "content"):
+        raise ValueError(f"event_log must be True, False or 'content', got {event_log!r}")
     if store is None:
         store = graph.checkpointer
     if (
@@ -288,11 +290,23 @@ def continue_run(
     sleep: Sleep,
     config: Mapping[str, Any] | None = None,
     migrate: Mapping[str, str] | None = None,
+    event_log: EventLog | None = None,
 ) -> Coroutine[Any, Any, GraphResult]:
-    """A paused run of ``graph`` with its interrupts answered: the coroutine continues it."""
+    """A paused run of ``graph`` with its interrupts answered: the coroutine continues it.
+
+    ``event_log=None``: the run stores its events as it was started to.
+    """
     answers = _answers(interrupt_id, response)
     options = durable_options(
-        graph, checkpoint_store, durability, pause, None, None, serializer, migrate=migrate
+        graph,
+        checkpoint_store,
+        durability,
+        pause,
+        None,
+        None,
+        serializer,
+        event_log=event_log,
+        migrate=migrate,
     )
     if options is not None and config:
         options = dataclasses.replace(options, config=dict(config))

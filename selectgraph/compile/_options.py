@@ -11,7 +11,7 @@ from selectgraph.observe._observer import Observer
 from selectgraph.observe._recorder import Listener
 from selectgraph.observe._stream import StreamMode
 from selectgraph.persistence._protocol import CheckpointStore
-from selectgraph.runtime._durable import Durability
+from selectgraph.runtime._durable import Durability, EventLog
 
 __all__ = [
     "NO_RESPONSE",
@@ -33,9 +33,7 @@ PauseSignal = Any
 """A PauseToken, threading.Event or asyncio.Event: anything with ``is_set()``."""
 
 
-class ResumeOptions(TypedDict, total=False):
-    """Keyword options of ``resume()`` / ``aresume()``."""
-
+class _SharedOptions(TypedDict, total=False):
     checkpoint_store: CheckpointStore | None
     observers: Sequence[Observer | Listener]
     durability: Durability
@@ -44,13 +42,20 @@ class ResumeOptions(TypedDict, total=False):
     migrate: Mapping[str, str] | None
 
 
-class RunOptions(ResumeOptions, total=False):
+class ResumeOptions(_SharedOptions, total=False):
+    """Keyword options of ``resume()`` / ``aresume()``."""
+
+    event_log: EventLog | None
+
+
+class RunOptions(_SharedOptions, total=False):
     """Keyword options of ``run()``, ``arun()`` and ``astream()``."""
 
     run_id: str | None
     checkpoint_id: str | None
     pause_before: Iterable[str] | None
     pause_after: Iterable[str] | None
+    event_log: EventLog
 
 
 class StreamOptions(RunOptions, total=False):

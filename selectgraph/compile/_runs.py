@@ -227,6 +227,7 @@ class RunMethods:
         serializer: StateSerializer | None = None,
         config: Mapping[str, Any] | None = None,
         migrate: Mapping[str, str] | None = None,
+        event_log: EventLog | None = None,
     ) -> Coroutine[Any, Any, GraphResult]:
         """Answer an interrupt and continue the run: ``await graph.aresume(interrupt_id, "yes")``.
 
@@ -248,6 +249,8 @@ class RunMethods:
             serializer: As for :meth:`arun`.
             config: As for :meth:`arun`.
             migrate: As for :meth:`arun`; give the interrupt ids the run paused with.
+            event_log: What the continued run stores of its events, as for :meth:`arun`;
+                by default what the run was started with (its checkpoints say so).
 
         Raises:
             ResumeError: an interrupt id is unknown or already answered.
@@ -267,6 +270,7 @@ class RunMethods:
             asyncio.sleep,
             config,
             migrate,
+            event_log,
         )
 
     def resume(
@@ -281,6 +285,7 @@ class RunMethods:
         serializer: StateSerializer | None = None,
         config: Mapping[str, Any] | None = None,
         migrate: Mapping[str, str] | None = None,
+        event_log: EventLog | None = None,
     ) -> GraphResult:
         """Answer an interrupt and continue the run (blocking); see :meth:`aresume`."""
         graph = self._compiled_graph()
@@ -298,6 +303,7 @@ class RunMethods:
                 drive_sleep(graph),
                 config,
                 migrate,
+                event_log,
             ),
         )
 

@@ -161,6 +161,9 @@ class Durable:
         """The store, when it keeps threads and event logs."""
         self.event_log: EventLog = event_log if self.threads is not None else False
         """Whether each checkpoint carries the run's events since the last one."""
+        self.logged_as: EventLog = event_log
+        """What the run was asked to store of its events: its checkpoints say it when it
+        is not the default, so a resume in another process stores the same."""
         self._logged = 0
         """The recorder's log mark up to which events went into a checkpoint."""
         self.marks: Mapping[str, Any] = {}
@@ -274,6 +277,8 @@ class Durable:
             metadata["thread_id"] = self.thread_id
         if run.usage.total_tokens or run.usage.cost_usd:
             metadata["usage"] = run.usage.to_dict()
+        if self.logged_as is not True:
+            metadata["event_log"] = self.logged_as
         if run.degraded:
             metadata["degraded"] = True
         if run.history_start:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from selectgraph.core._errors import ResumeError
@@ -67,6 +67,7 @@ __all__ = [
     "load_checkpoint",
     "load_head",
     "load_state",
+    "logged_as",
     "renamed_answers",
     "restored_run",
     "store_head",
@@ -85,8 +86,9 @@ class DurableOptions:
     pause_after: frozenset[str] = frozenset()
     thread: ThreadOptions | None = None
     """The thread a new run goes on (``run(..., thread_id=...)``)."""
-    event_log: EventLog = True
-    """What the run stores of its events beside its checkpoints."""
+    event_log: EventLog | None = True
+    """What the run stores of its events beside its checkpoints; ``None`` on a resume:
+    as the run was started (its checkpoints say so, see :func:`logged_as`)."""
     config: Mapping[str, Any] | None = None
     """Run-time values for the nodes (``context.config``)."""
     migrate: Mapping[str, str] | None = None
@@ -226,7 +228,7 @@ def checkpoint_writer(
         pause_before=options.pause_before,
         pause_after=options.pause_after,
         thread_id=thread_id,
-        event_log=options.event_log,
+        event_log=True if options.event_log is None else options.event_log,
     )
     durable.marks = marks_for(shape, shape.hash)
     if parent is None or parent.metadata.get("graph") != shape.hash:
@@ -241,6 +243,12 @@ def decode_interrupts(
     return decode_interrupt_records(
         checkpoint.interrupts, serializer, f"checkpoint {checkpoint.checkpoint_id!r}"
     )
+
+
+def logged_as(checkpoint: Checkpoint) -> EventLog:
+    """What the run of ``checkpoint`` was started to store of its events (``event_log=``)."""
+    logged = checkpoint.metadata.get("event_log", True)
+    return logged if logged is False or logged == "content" else True
 
 
 def restored_run(
@@ -313,6 +321,10 @@ def restored_run(
     chain = CheckpointChain(
         run_id, parent=parent, parent_state=encoded if parent and not upgraded else None
     )
+    if options.event_log is None:
+        # A resumed run stores its events as the run was started to (a fork: as run() does).
+        logged = logged_as(checkpoint) if run_id == checkpoint.run_id else True
+        options = replace(options, event_log=logged)
     durable = run.durable = checkpoint_writer(
         graph,
         options,

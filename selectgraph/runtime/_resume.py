@@ -499,6 +499,9 @@ async def _resume_live(
             durable.mirror = StateMirror.of(durable.serializer, run.state)
             run.written_keys = set()
         durable.durability = options.durability
+        if options.event_log is not None:
+            durable.logged_as = options.event_log
+            durable.event_log = options.event_log if durable.threads is not None else False
     next_: list[Any]
     if durable is not None and durable.head is not None:
         next_ = list(durable.head.next)

@@ -297,13 +297,14 @@ async def test_rollback_discards_the_running_run(store: InMemoryCheckpointStore)
     assert [r.run_id for r in store.thread_runs("t")] == [earlier.run_id, newer.run_id]
 
 
-def _asking() -> AgentGraph:
-    def ask(state: Any) -> Iterator[Any]:
-        answer = yield InterruptRequest("Go on?")
-        state.data["heard"] = [f"answer {answer}"]
+def _ask(state: Any) -> Iterator[Any]:
+    answer = yield InterruptRequest("Go on?")
+    state.data["heard"] = [f"answer {answer}"]
 
+
+def _asking() -> AgentGraph:
     graph = AgentGraph("ask", state_schema=Chat)
-    graph.add_node("ask", ask, next_node=END)
+    graph.add_node("ask", _ask, next_node=END)
     return graph
 
 
@@ -333,15 +334,16 @@ def test_interrupting_a_paused_run_drops_its_question(store: InMemoryCheckpointS
 
 
 # ---------------------------------------------------------------- the event log
+async def _talk(state: Any, context: Any) -> dict[str, Any]:
+    from selectgraph.observe import NodeChunk
+
+    context.publish(NodeChunk, node=context.node, delta="secret words")
+    return {"turns": 1}
+
+
 def _streaming() -> AgentGraph:
-    async def talk(state: Any, context: Any) -> dict[str, Any]:
-        from selectgraph.observe import NodeChunk
-
-        context.publish(NodeChunk, node=context.node, delta="secret words")
-        return {"turns": 1}
-
     graph = AgentGraph("talk", state_schema=Chat)
-    graph.add_node("talk", talk, next_node=END)
+    graph.add_node("talk", _talk, next_node=END)
     return graph
 
 
@@ -369,6 +371,53 @@ def test_the_event_log_keeps_content_when_asked_and_can_be_off(
     assert "NodeChunk" in names
     without = _streaming().run("hi", checkpoint_store=store, event_log=False)
     assert store.read_events(without.run_id) == []
+
+
+def _asking_then_talking() -> AgentGraph:
+    graph = AgentGraph("ask", state_schema=Chat)
+    graph.add_node("ask", _ask, next_node="talk")
+    graph.add_node("talk", _talk, next_node=END)
+    return graph
+
+
+def _logged(store: Any, run_id: str) -> list[str]:
+    return [e.event["event"] for e in store.read_events(run_id)]
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["same process", "replayed"])
+def test_a_resumed_run_stores_its_events_as_it_was_started_to(
+    store: InMemoryCheckpointStore, live: bool
+) -> None:
+    graph = _asking_then_talking()
+    # In another process the graph is another object: the run is rebuilt from the store.
+    answering = graph if live else _asking_then_talking()
+    quiet = graph.run("q", checkpoint_store=store, event_log=False)
+    assert store.head(quiet.run_id).metadata["event_log"] is False  # type: ignore[union-attr]
+    done = answering.resume(quiet.interrupt_id, "yes", checkpoint_store=store)  # type: ignore[arg-type]
+    assert (done.state.data["heard"], done.state.data["turns"]) == (["answer yes"], 1)
+    assert _logged(store, quiet.run_id) == []
+    chatty = graph.run("q", checkpoint_store=store, event_log="content")
+    answering.resume(chatty.interrupt_id, "yes", checkpoint_store=store)  # type: ignore[arg-type]
+    names = _logged(store, chatty.run_id)
+    assert (names[0], names[-1]) == ("RunStarted", "RunFinished")
+    assert "NodeChunk" in names  # after the answer, content is still kept
+    # Asked for on the resume, the continued part is logged though the start was not.
+    asked = graph.run("q", checkpoint_store=store, event_log=False)
+    answering.resume(asked.interrupt_id, "yes", checkpoint_store=store, event_log=True)  # type: ignore[arg-type]
+    names = _logged(store, asked.run_id)
+    assert "RunStarted" not in names
+    assert names[-1] == "RunFinished"
+    assert "NodeChunk" not in names
+    plain = graph.run("q", checkpoint_store=store)
+    assert "event_log" not in store.head(plain.run_id).metadata  # type: ignore[union-attr]
+
+
+def test_an_unknown_event_log_choice_is_refused(store: InMemoryCheckpointStore) -> None:
+    with pytest.raises(ValueError, match=r"event_log must be True, False or 'content', got 'yes'"):
+        _asking().run("q", checkpoint_store=store, event_log="yes")  # type: ignore[arg-type]
+    paused = _asking().run("q", checkpoint_store=store)
+    with pytest.raises(ValueError, match=r"event_log must be .* got 1"):
+        _asking().resume(paused.interrupt_id, "y", checkpoint_store=store, event_log=1)  # type: ignore[arg-type]
 
 
 def test_an_unobserved_run_logs_its_model_and_tool_calls(store: CheckpointStore) -> None:
