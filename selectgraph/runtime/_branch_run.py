@@ -80,6 +80,7 @@ class BranchRun(Walker):
         self._direct_async = graph.direct_async
         self._own_state = False
         self.state = light_state(parent.state, task.patch)
+        self._walk_slots()
         if seed is not None:
             # The branch's first node already ran (a quick branch that chose a goto):
             # its writes are the branch's state from here on.

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from selectgraph.core._branch import BranchRef
+from selectgraph.core._control import RunControl
 from selectgraph.core._errors import CheckpointConflict
 from selectgraph.core._interrupts import Interrupt
 from selectgraph.core._node_result import NodeResult
@@ -114,8 +115,8 @@ class RunState:
         self.sleep = sleep
         self.steps = 0
         self.usage: Usage = NO_USAGE
-        self.written_keys: set[str] | None = set() if track_writes else None
-        """Data keys any node wrote (kept for graphs used as a node with full passthrough)."""
+        if track_writes:
+            self.written_keys = set()
         self._visits: dict[str, int] = {}
         self._history = state.history.raw  # type: ignore[attr-defined]  # always a History here
         self._history_start = len(self._history)
@@ -125,13 +126,16 @@ class RunState:
         self._started = perf_counter()
         self._direct_calls = graph.direct_calls
         self._direct_async = graph.direct_async
+        self._walk_slots()
         tasks = current_task_runner()
         if tasks is not None:
             # An executor runs this run's tasks: every node goes through it.
             self.tasks = tasks
             self._direct_calls = self._direct_async = _NO_DIRECT
             self._decide = partial(tasks.decision, self)
-        self.abort = current_halt()  # set in a run arun() drives on a worker thread
+        halt = current_halt()  # set in a run arun() drives on a worker thread
+        if halt is not None:
+            self.abort = halt
         if sleep is not blocking_sleep and (
             tasks is not None or graph.settings.sync_nodes == "thread"
         ):
@@ -139,6 +143,23 @@ class RunState:
             # so other runs, branches and the stream go on meanwhile.
             self.offloads = True
             self._direct_calls = _NO_DIRECT
+
+    def _walk_slots(self) -> None:
+        """Set, in ``__init__``, the attributes every walk sets.
+
+        A class's instances share one table of attribute names, and CPython stops
+        adding names to it as instances are made: a name first set mid-walk, after a
+        burst of new runs, gives every later run a dictionary of its own (0.6-0.8 KB).
+        """
+        self._guards = False
+        self._checks = False
+        self._control: RunControl | None = None
+        self._where = ("", None)
+        self._held = None
+
+    written_keys: set[str] | None = None
+    """Data keys any node wrote (kept for graphs used as a node with full passthrough,
+    and by runs that checkpoint)."""
 
     config: Mapping[str, Any] = MappingProxyType({})
     """Run-time values for the nodes (``context.config``): what the caller passed as
