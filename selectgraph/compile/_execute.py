@@ -80,7 +80,7 @@ def durable_options(
     pause_after: Iterable[str] | None,
     serializer: StateSerializer | None,
     thread: ThreadOptions | None = None,
-    event_log: EventLog | None = True,
+    event_log: EventLog | None = None,
     migrate: Mapping[str, str] | None = None,
 ) -> DurableOptions | None:
     """How a run of ``graph`` keeps checkpoints and pauses; ``None`` for a run that keeps none.
@@ -466,7 +466,7 @@ async def stream_run(
     serializer: StateSerializer | None,
     stream_mode: StreamMode | Sequence[StreamMode],
     thread: ThreadOptions | None = None,
-    event_log: EventLog = True,
+    event_log: EventLog | None = None,
     config: Mapping[str, Any] | None = None,
     migrate: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Any]:

@@ -33,29 +33,25 @@ PauseSignal = Any
 """A PauseToken, threading.Event or asyncio.Event: anything with ``is_set()``."""
 
 
-class _SharedOptions(TypedDict, total=False):
+class ResumeOptions(TypedDict, total=False):
+    """Keyword options of ``resume()`` / ``aresume()``."""
+
     checkpoint_store: CheckpointStore | None
     observers: Sequence[Observer | Listener]
     durability: Durability
     pause: PauseSignal | None
     serializer: StateSerializer | None
     migrate: Mapping[str, str] | None
-
-
-class ResumeOptions(_SharedOptions, total=False):
-    """Keyword options of ``resume()`` / ``aresume()``."""
-
     event_log: EventLog | None
 
 
-class RunOptions(_SharedOptions, total=False):
+class RunOptions(ResumeOptions, total=False):
     """Keyword options of ``run()``, ``arun()`` and ``astream()``."""
 
     run_id: str | None
     checkpoint_id: str | None
     pause_before: Iterable[str] | None
     pause_after: Iterable[str] | None
-    event_log: EventLog
 
 
 class StreamOptions(RunOptions, total=False):

@@ -93,7 +93,7 @@ class RunMethods:
         multitask_strategy: MultitaskStrategy = "reject",
         thread_metadata: Mapping[str, Any] | None = None,
         thread_ttl: float | None = None,
-        event_log: EventLog = True,
+        event_log: EventLog | None = None,
         config: Mapping[str, Any] | None = None,
         migrate: Mapping[str, str] | None = None,
     ) -> Coroutine[Any, Any, GraphResult]:
@@ -137,7 +137,10 @@ class RunMethods:
             thread_ttl: Seconds of inactivity after which ``prune_threads`` may
                 delete the thread (renewed by every run on it).
             event_log: What the run stores of its events beside its checkpoints:
-                ``True`` (events without message content), ``"content"``, or ``False``.
+                ``True`` (events without message content, the default for a new run),
+                ``"content"``, or ``False``. A run continued from its checkpoints
+                (``run_id=`` of a stopped run) keeps what it was started with unless
+                this says otherwise.
             config: Run-time values the nodes read as ``context.config``.
             migrate: Continuing a run saved under an earlier version of the graph:
                 ``{"old": "new"}`` maps node names the checkpoint uses to the nodes
@@ -185,7 +188,7 @@ class RunMethods:
         multitask_strategy: MultitaskStrategy = "reject",
         thread_metadata: Mapping[str, Any] | None = None,
         thread_ttl: float | None = None,
-        event_log: EventLog = True,
+        event_log: EventLog | None = None,
         config: Mapping[str, Any] | None = None,
         migrate: Mapping[str, str] | None = None,
     ) -> GraphResult:
@@ -485,7 +488,7 @@ class RunMethods:
         multitask_strategy: MultitaskStrategy = "reject",
         thread_metadata: Mapping[str, Any] | None = None,
         thread_ttl: float | None = None,
-        event_log: EventLog = True,
+        event_log: EventLog | None = None,
         config: Mapping[str, Any] | None = None,
         migrate: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Any]:

@@ -412,6 +412,30 @@ def test_a_resumed_run_stores_its_events_as_it_was_started_to(
     assert "event_log" not in store.head(plain.run_id).metadata  # type: ignore[union-attr]
 
 
+def _gated() -> AgentGraph:
+    graph = AgentGraph("gated", state_schema=Chat)
+    graph.add_node("first", lambda state: {"turns": 1}, next_node="talk")
+    graph.add_node("talk", _talk, next_node=END)
+    return graph
+
+
+def test_a_run_continued_after_a_stop_keeps_its_event_log_choice(
+    store: InMemoryCheckpointStore,
+) -> None:
+    for choice in (False, "content"):
+        stopped = _gated().run("q", checkpoint_store=store, event_log=choice, pause_before=["talk"])
+        assert stopped.paused
+        # Continued as a crashed or stopped run is, by another graph object (process).
+        done = _gated().run(None, run_id=stopped.run_id, checkpoint_store=store)
+        assert done.state.data["turns"] == 1
+        logged = _logged(store, stopped.run_id)
+        if choice is False:
+            assert logged == []
+        else:
+            assert "NodeChunk" in logged
+            assert logged[-1] == "RunFinished"
+
+
 def test_an_unknown_event_log_choice_is_refused(store: InMemoryCheckpointStore) -> None:
     with pytest.raises(ValueError, match=r"event_log must be True, False or 'content', got 'yes'"):
         _asking().run("q", checkpoint_store=store, event_log="yes")  # type: ignore[arg-type]
