@@ -115,8 +115,8 @@ class RunState:
         self.sleep = sleep
         self.steps = 0
         self.usage: Usage = NO_USAGE
-        if track_writes:
-            self.written_keys = set()
+        self.written_keys: set[str] | None = set() if track_writes else None
+        """Data keys any node wrote (kept for graphs used as a node with full passthrough)."""
         self._visits: dict[str, int] = {}
         self._history = state.history.raw  # type: ignore[attr-defined]  # always a History here
         self._history_start = len(self._history)
@@ -126,40 +126,37 @@ class RunState:
         self._started = perf_counter()
         self._direct_calls = graph.direct_calls
         self._direct_async = graph.direct_async
-        self._walk_slots()
         tasks = current_task_runner()
         if tasks is not None:
             # An executor runs this run's tasks: every node goes through it.
             self.tasks = tasks
             self._direct_calls = self._direct_async = _NO_DIRECT
             self._decide = partial(tasks.decision, self)
-        halt = current_halt()  # set in a run arun() drives on a worker thread
-        if halt is not None:
-            self.abort = halt
-        if sleep is not blocking_sleep and (
+        self.abort = current_halt()  # set in a run arun() drives on a worker thread
+        # With an event loop a blocking node goes to a worker thread, so other runs,
+        # branches and the stream go on meanwhile.
+        self.offloads = sleep is not blocking_sleep and (
             tasks is not None or graph.settings.sync_nodes == "thread"
-        ):
-            # The run has an event loop: a blocking node goes to a worker thread,
-            # so other runs, branches and the stream go on meanwhile.
-            self.offloads = True
+        )
+        if self.offloads:
             self._direct_calls = _NO_DIRECT
+        self._walk_slots()
 
     def _walk_slots(self) -> None:
         """Set, in ``__init__``, the attributes every walk sets.
 
         A class's instances share one table of attribute names, and CPython stops
-        adding names to it as instances are made: a name first set mid-walk, after a
-        burst of new runs, gives every later run a dictionary of its own (0.6-0.8 KB).
+        adding names to it as instances are made: a name first set mid-walk (or set
+        only by some runs), after a burst of new runs, gives every later run that
+        sets it a dictionary of its own (0.6-0.8 KB). So every run sets the names
+        all runs use, in ``__init__``, and leaves on the class only what rare runs
+        set (loop detection, checkpoints, resumes): more than the table's 30 names.
         """
         self._guards = False
         self._checks = False
         self._control: RunControl | None = None
         self._where = ("", None)
         self._held = None
-
-    written_keys: set[str] | None = None
-    """Data keys any node wrote (kept for graphs used as a node with full passthrough,
-    and by runs that checkpoint)."""
 
     config: Mapping[str, Any] = MappingProxyType({})
     """Run-time values for the nodes (``context.config``): what the caller passed as
