@@ -159,11 +159,7 @@ class Durable:
         run owns it."""
         self.threads: ThreadStore | None = store if keeps_threads(store) else None
         """The store, when it keeps threads and event logs."""
-        self.event_log: EventLog = event_log if self.threads is not None else False
-        """Whether each checkpoint carries the run's events since the last one."""
-        self.logged_as: EventLog = event_log
-        """What the run was asked to store of its events: its checkpoints say it when it
-        is not the default, so a resume in another process stores the same."""
+        self.log_as(event_log)
         self._logged = 0
         """The recorder's log mark up to which events went into a checkpoint."""
         self.marks: Mapping[str, Any] = {}
@@ -299,6 +295,14 @@ class Durable:
             metadata=metadata,
             events=self._new_events(run) if self.event_log else (),
         )
+
+    def log_as(self, event_log: EventLog) -> None:
+        """Store the run's events as ``event_log`` says, from the next checkpoint on."""
+        self.event_log: EventLog = event_log if self.threads is not None else False
+        """Whether each checkpoint carries the run's events since the last one."""
+        self.logged_as: EventLog = event_log
+        """What the run was asked to store of its events: its checkpoints say it when it
+        is not the default, so a resume in another process stores the same."""
 
     def _new_events(self, run: Checkpointed) -> tuple[dict[str, Any], ...]:
         """The run's events since the last checkpoint, as its event log keeps them."""

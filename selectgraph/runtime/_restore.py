@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from selectgraph.core._errors import ResumeError
@@ -67,7 +67,6 @@ __all__ = [
     "load_checkpoint",
     "load_head",
     "load_state",
-    "logged_as",
     "renamed_answers",
     "restored_run",
     "store_head",
@@ -88,7 +87,7 @@ class DurableOptions:
     """The thread a new run goes on (``run(..., thread_id=...)``)."""
     event_log: EventLog | None = True
     """What the run stores of its events beside its checkpoints; ``None`` on a resume:
-    as the run was started (its checkpoints say so, see :func:`logged_as`)."""
+    as the run was started (its checkpoints say so, see :func:`_logged_as`)."""
     config: Mapping[str, Any] | None = None
     """Run-time values for the nodes (``context.config``)."""
     migrate: Mapping[str, str] | None = None
@@ -214,8 +213,13 @@ def checkpoint_writer(
 
     Each checkpoint's metadata gets the graph's shape hash (``graph``) and, when
     it is not 1, the state version; the first also gets the whole shape
-    (``graph_shape``) unless ``parent`` was written under the same graph.
+    (``graph_shape``) unless ``parent`` was written under the same graph. Without an
+    ``event_log`` choice of its own, a run continued after ``parent`` (a checkpoint
+    of the same run) stores its events as it was started to; any other, as run() does.
     """
+    event_log = options.event_log
+    if event_log is None:
+        event_log = _logged_as(parent) if parent is not None and parent.run_id == run_id else True
     shape = graph.shape
     durable = Durable(
         options.store,
@@ -228,7 +232,7 @@ def checkpoint_writer(
         pause_before=options.pause_before,
         pause_after=options.pause_after,
         thread_id=thread_id,
-        event_log=True if options.event_log is None else options.event_log,
+        event_log=event_log,
     )
     durable.marks = marks_for(shape, shape.hash)
     if parent is None or parent.metadata.get("graph") != shape.hash:
@@ -245,7 +249,7 @@ def decode_interrupts(
     )
 
 
-def logged_as(checkpoint: Checkpoint) -> EventLog:
+def _logged_as(checkpoint: Checkpoint) -> EventLog:
     """What the run of ``checkpoint`` was started to store of its events (``event_log=``)."""
     logged = checkpoint.metadata.get("event_log", True)
     return logged if logged is False or logged == "content" else True
@@ -321,10 +325,6 @@ def restored_run(
     chain = CheckpointChain(
         run_id, parent=parent, parent_state=encoded if parent and not upgraded else None
     )
-    if options.event_log is None:
-        # A resumed run stores its events as the run was started to (a fork: as run() does).
-        logged = logged_as(checkpoint) if run_id == checkpoint.run_id else True
-        options = replace(options, event_log=logged)
     durable = run.durable = checkpoint_writer(
         graph,
         options,

@@ -500,8 +500,7 @@ async def _resume_live(
             run.written_keys = set()
         durable.durability = options.durability
         if options.event_log is not None:
-            durable.logged_as = options.event_log
-            durable.event_log = options.event_log if durable.threads is not None else False
+            durable.log_as(options.event_log)
     next_: list[Any]
     if durable is not None and durable.head is not None:
         next_ = list(durable.head.next)
