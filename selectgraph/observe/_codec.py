@@ -24,7 +24,16 @@ from selectgraph.core._branch import BranchRef, branch_from_json, branch_to_json
 from selectgraph.core._sentinels import END, EndType
 from selectgraph.observe import _events
 
-__all__ = ["EVENT_CLASSES", "event_from_json", "event_to_json", "json_value", "log_entry"]
+__all__ = [
+    "CONTENT_ONLY",
+    "EVENT_CLASSES",
+    "HEAVY_FIELDS",
+    "PLAIN_TYPES",
+    "event_from_json",
+    "event_to_json",
+    "json_value",
+    "log_entry",
+]
 
 EVENT_CLASSES: Final[dict[str, type[_events.GraphEvent]]] = {
     cls.__name__: cls
@@ -36,15 +45,15 @@ EVENT_CLASSES: Final[dict[str, type[_events.GraphEvent]]] = {
 }
 """Every event class, by name: the only classes ``event_from_json`` builds."""
 
-_HEAVY: Final = frozenset({"state", "result", "exception", "request", "completion"})
+HEAVY_FIELDS: Final = frozenset({"state", "result", "exception", "request", "completion"})
 _MAX_DEPTH: Final = 24
-_PLAIN: Final = frozenset({str, int, bool, type(None)})
+PLAIN_TYPES: Final = frozenset({str, int, bool, type(None)})
 _END: Final = {"$end": True}
 
 
 def json_value(value: Any, depth: int = 0) -> Any:
     """``value`` as JSON data, for display: exact where JSON can say it, a repr otherwise."""
-    if type(value) in _PLAIN or isinstance(value, bool | int | str):
+    if type(value) in PLAIN_TYPES or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
@@ -94,7 +103,7 @@ def _field_names(kind: type[Any]) -> tuple[str, ...]:
     """An event class's fields that its JSON carries (found once per class)."""
     names = _FIELD_NAMES.get(kind)
     if names is None:
-        names = tuple(f.name for f in dataclasses.fields(kind) if f.name not in _HEAVY)
+        names = tuple(f.name for f in dataclasses.fields(kind) if f.name not in HEAVY_FIELDS)
         _FIELD_NAMES[kind] = names
     return names
 
@@ -110,7 +119,7 @@ def event_to_json(event: _events.GraphEvent, *, state: bool = False) -> dict[str
     out: dict[str, Any] = {"event": type(event).__name__, "type": event.type.value}
     for name in _field_names(type(event)):
         value = getattr(event, name)
-        out[name] = value if type(value) in _PLAIN else json_value(value)
+        out[name] = value if type(value) in PLAIN_TYPES else json_value(value)
     out["node_path"] = list(event.node_path)
     if state:
         live = getattr(event, "state", None)
@@ -168,7 +177,7 @@ def event_from_json(raw: Mapping[str, Any]) -> _events.GraphEvent:
         raise ValueError(f"{name!r} is not a selectgraph event (known: {', '.join(EVENT_CLASSES)})")
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
-        if f.name in _HEAVY or f.name not in raw:
+        if f.name in HEAVY_FIELDS or f.name not in raw:
             continue
         value = raw[f.name]
         if f.name == "branch":
@@ -184,7 +193,7 @@ def event_from_json(raw: Mapping[str, Any]) -> _events.GraphEvent:
         raise ValueError(f"cannot rebuild {name}: {error}") from None
 
 
-_CONTENT_ONLY: Final = frozenset({"NodeChunk"})
+CONTENT_ONLY: Final = frozenset({"NodeChunk"})
 """Events that are nothing but message content: logged only when content is captured."""
 
 
@@ -196,7 +205,7 @@ def log_entry(event: _events.GraphEvent, *, content: bool = False) -> dict[str, 
     leave them out unless content capture is on). Model, usage, cost and timings
     are always kept.
     """
-    if not content and type(event).__name__ in _CONTENT_ONLY:
+    if not content and type(event).__name__ in CONTENT_ONLY:
         return None
     entry = event_to_json(event)
     if not content:

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Final, overload
 
 from selectgraph.observe._delivery import run_ended
 from selectgraph.observe._events import (
@@ -59,6 +59,8 @@ _LAST_EVENTS = frozenset({RunFinished, RunFailed, RunCancelled, RunPaused})
 
 _SPAN = -1
 """Marks a raw entry that holds a node's NodeStarted and NodeFinished at once."""
+SPAN: Final = _SPAN
+"""The code of a span entry (see :func:`span_halves`)."""
 
 # A raw entry names its event class by a small int, not the class itself: a tuple
 # of plain values is one the garbage collector stops tracking, so a long run's
@@ -96,6 +98,14 @@ listens, keep the tuple), whether it ends a run, its code, and the class again w
 events are deferred (their log entry is their pending fields)."""
 
 
+_Found = tuple[Route, "dict[tuple[int, int], Maker]"]
+"""The listeners of an event class, and the makers their events are built with."""
+_UNHEARD_ROUTES: dict[int, _Found] = {}
+"""The routes of every run's recorder that has no listeners and no parent: none."""
+_UNHEARD_WAYS: dict[tuple[type[GraphEvent], int], _Way] = {}
+"""How such recorders record each event class (the same for all of them)."""
+
+
 def wanted_types(listener: Callable[..., Any]) -> tuple[type[GraphEvent], ...] | None:
     """The event classes ``listener`` declared it wants (``event_types``); ``None``: all.
 
@@ -110,11 +120,32 @@ def wanted_types(listener: Callable[..., Any]) -> tuple[type[GraphEvent], ...] |
 
 def _expand(raw: RawEvent) -> tuple[GraphEvent, GraphEvent]:
     """The two events of a span: (span, base, step, started, name, visit, finished, *rest)."""
+    started, finished = span_halves(raw)
+    return _build(started), _build(finished)
+
+
+def span_halves(raw: RawEvent) -> tuple[RawEvent, RawEvent]:
+    """The NodeStarted and NodeFinished entries a span entry holds."""
     _, base, step, started, name, visit, finished, *rest = raw
     return (
-        _build((_NODE_STARTED, base, step, started, name, visit)),
-        _build((_NODE_FINISHED, base, step, finished, name, visit, *rest)),
+        (_NODE_STARTED, base, step, started, name, visit),
+        (_NODE_FINISHED, base, step, finished, name, visit, *rest),
     )
+
+
+def event_class(code: int) -> type[GraphEvent]:
+    """The event class a raw entry's code names."""
+    return _CLASSES[code]
+
+
+def own_fields(cls: type[GraphEvent]) -> tuple[str, ...]:
+    """The fields of ``cls`` beyond every event's, in the order raw entries hold them."""
+    return _own_fields(cls)
+
+
+def build_raw(raw: RawEvent) -> GraphEvent:
+    """The event a raw entry (not a span) records."""
+    return _build(raw)
 
 
 Maker = Callable[[tuple[Any, ...], int, float, tuple[Any, ...]], GraphEvent]
@@ -340,13 +371,16 @@ class EventRecorder:
         self._listeners = tuple(listeners)
         self._wants = tuple((listener, wanted_types(listener)) for listener in self._listeners)
         # Who gets each event class, by code, worked out on first use; a recorder
-        # without listeners of its own (a branch's) routes as its parent does.
-        self._routes: dict[int, tuple[Route, dict[tuple[int, int], Maker]]] = (
-            parent._routes if parent is not None and not self._listeners else {}
-        )
-        self._ways: dict[tuple[type[GraphEvent], int], _Way] = (
-            parent._ways if parent is not None and not self._listeners else {}
-        )
+        # without listeners of its own (a branch's) routes as its parent does, and
+        # a run's with none at all as every such run does (a table for each would
+        # cost each of thousands of concurrent runs two empty dicts).
+        if self._listeners:
+            self._routes: dict[int, _Found] = {}
+            self._ways: dict[tuple[type[GraphEvent], int], _Way] = {}
+        elif parent is not None:
+            self._routes, self._ways = parent._routes, parent._ways
+        else:
+            self._routes, self._ways = _UNHEARD_ROUTES, _UNHEARD_WAYS
         self._parent = parent
         self.listener_errors = 0
         """Listener calls that raised (counted on the outermost recorder)."""
@@ -405,24 +439,16 @@ class EventRecorder:
 
     @property
     def logged(self) -> int:
-        """How many entries the run's log holds: a mark for :meth:`events_since`."""
+        """How many entries the run's log holds: a mark for :meth:`raw_since`."""
         return len(self._log)
 
-    def events_since(self, mark: int) -> list[GraphEvent]:
-        """The events recorded after ``mark`` (a :attr:`logged` reading), built, in order.
+    def raw_since(self, mark: int) -> list[Any]:
+        """The log's entries after ``mark`` as it keeps them: raw tuples, spans, events.
 
-        What a checkpoint writer reads to store the events of each step; the log
-        itself is left as it is.
+        For :func:`~selectgraph.observe._log_json.log_entries`, which writes the
+        stored event log from them without building events.
         """
-        events: list[GraphEvent] = []
-        for entry in self._log[mark:]:
-            if type(entry) is not tuple:
-                events.append(entry)
-            elif entry[0] == _SPAN:
-                events.extend(_expand(entry))
-            else:
-                events.append(_build(entry))
-        return events
+        return self._log[mark:]
 
     def record(self, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Record an event of ``cls``; ``values`` are its own fields in declaration order."""
@@ -527,7 +553,7 @@ class EventRecorder:
         way = self._ways[cls, given] = (routes, make, last, code, inline)
         return way
 
-    def _route(self, code: int) -> tuple[Route, dict[tuple[int, int], Maker]]:
+    def _route(self, code: int) -> _Found:
         """The listeners of events of class ``code`` (outermost graph's first), and their makers.
 
         Events are built with their fields filled on first read unless a listener

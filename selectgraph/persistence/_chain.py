@@ -7,11 +7,11 @@ one once the deltas since the last one have cost as much,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from selectgraph.persistence._checkpoint import Checkpoint, made_at, new_checkpoint_id
+from selectgraph.persistence._codec import json_size
 from selectgraph.persistence._delta import copy_encoded, diff_state
 
 __all__ = ["SNAPSHOT_EVERY", "CheckpointChain", "make_checkpoint"]
@@ -180,7 +180,7 @@ class CheckpointChain:
             if delta is None:
                 delta = diff_state(self._state, state)
             # An estimate is enough here (the store checks and encodes the values).
-            size = len(json.dumps(delta, separators=(",", ":"), default=repr))
+            size = json_size(delta)
             if self._delta_bytes + size < self.ratio * self._snapshot_bytes:
                 checkpoint = Checkpoint(kind="delta", values=delta, **common)
                 self._delta_bytes += size
@@ -190,7 +190,7 @@ class CheckpointChain:
                 state = copy_encoded(state)
             checkpoint = Checkpoint(kind="snapshot", values=state, **common)
             # An estimate, as for a delta: the store checks the values when it encodes them.
-            self._snapshot_bytes = len(json.dumps(state, separators=(",", ":"), default=repr))
+            self._snapshot_bytes = json_size(state)
             self._delta_bytes = 0
             self._deltas = 0
         self._parent, self._state = checkpoint, state

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import itertools
 import os
 import threading
@@ -160,12 +161,21 @@ _id_lock = threading.Lock()
 _last_micros = 0
 
 
+_PAIRS: Final = tuple(a + b for a in _ALPHABET for b in _ALPHABET)
+"""Every two-digit string, by the 10 bits it stands for."""
+
+
 def _base32(number: int, width: int) -> str:
-    chars = []
-    for _ in range(width):
-        number, digit = divmod(number, 32)
-        chars.append(_ALPHABET[digit])
-    return "".join(reversed(chars))
+    """The low ``width`` base-32 digits of ``number``, in Crockford's alphabet."""
+    shift = 5 * width
+    text = ""
+    if width % 2:
+        shift -= 5
+        text = _ALPHABET[(number >> shift) & 31]
+    while shift:  # two digits at a time: a checkpoint id is made at every save
+        shift -= 10
+        text += _PAIRS[(number >> shift) & 1023]
+    return text
 
 
 _id_source: ContextVar[Callable[[], str] | None] = ContextVar(
@@ -220,6 +230,7 @@ def made_at(checkpoint_id: str) -> dt.datetime | None:
     return _utc_now() if _id_source.get() is not None else id_time(checkpoint_id)
 
 
+@functools.lru_cache(maxsize=256)  # a save reads its new id's time twice
 def id_time(checkpoint_id: str) -> dt.datetime | None:
     """When :func:`new_checkpoint_id` made ``checkpoint_id``; None for an id of another form."""
     if len(checkpoint_id) != 18 or not checkpoint_id.isalnum():

@@ -12,10 +12,11 @@ import json
 import math
 import os
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from selectgraph.core._errors import CheckpointDecodeError, StateSerializationError
+from selectgraph.core._json_object import JSONObject
 from selectgraph.core._serialization import brief
 from selectgraph.persistence._checkpoint import EPOCH, Checkpoint
 from selectgraph.persistence._fields import check_fields
@@ -41,6 +42,7 @@ __all__ = [
     "decode_event",
     "encode_events",
     "json_bytes",
+    "json_size",
     "run_dict_of",
     "seal_body",
     "state_dict_of",
@@ -72,6 +74,46 @@ _PRESET_DICT: Final = (
 )
 
 
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"a {type(value).__qualname__} is not JSON data")
+
+
+def _compact_json(default: Callable[[Any], Any], exact: bool) -> Callable[[Any], str]:
+    """What writes a value as compact JSON text: made once, not per value.
+
+    ``json.dumps`` with options builds an encoder, and its C part, on every call.
+    ``exact``: NaN and infinities are refused, not written as JSON cannot read
+    them. Nothing checks for cycles: a cyclic value raises RecursionError (none
+    passes the check in :func:`json_bytes`, and makers of :class:`JSONObject`
+    build none).
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (not CPython)
+        encoder = json.JSONEncoder(
+            separators=(",", ":"), ensure_ascii=False, allow_nan=not exact, default=default
+        )
+        return encoder.encode
+    text = json.encoder.encode_basestring
+    chunks = make(None, default, text, None, ":", ",", False, False, not exact)
+    return lambda value: "".join(chunks(value, 0))
+
+
+_compact_text: Final = _compact_json(_not_json, exact=True)
+_estimate_text: Final = _compact_json(repr, exact=False)
+
+
+def _compact(value: Any) -> bytes:
+    return _compact_text(value).encode()
+
+
+def json_size(value: Any) -> int:
+    """About how many bytes ``value`` takes as compact JSON, values JSON lacks by their repr."""
+    try:
+        return len(_estimate_text(value))
+    except RecursionError:  # a cycle: json.dumps says so
+        return len(json.dumps(value, separators=(",", ":"), default=repr))
+
+
 def json_bytes(value: Any, where: str) -> bytes:
     """``value`` as compact JSON bytes, once it is checked to be plain JSON data.
 
@@ -86,7 +128,7 @@ def json_bytes(value: Any, where: str) -> bytes:
             fault = _unjsonable(value, where)
             if fault is not None:
                 raise StateSerializationError(*fault)
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        return _compact(value)
     except RecursionError:  # thread metadata, say, nested a thousand levels deep
         raise StateSerializationError(
             where, "it nests too deeply to store (containers within containers)"
@@ -727,10 +769,17 @@ def encode_events(events: Sequence[Mapping[str, Any]], run_id: str) -> list[byte
     Raises:
         StateSerializationError: an event is not JSON data; names which one.
     """
-    return [
-        json_bytes(event if type(event) is dict else dict(event), f"run {run_id!r} event {index}")
-        for index, event in enumerate(events)
-    ]
+    encoded: list[bytes] = []
+    for index, event in enumerate(events):
+        if type(event) is JSONObject:
+            try:  # built of JSON data only: no need to walk it first
+                encoded.append(_compact(event))
+                continue
+            except (TypeError, ValueError):
+                pass  # a bug in its maker: the check below says where
+        where = f"run {run_id!r} event {index}"
+        encoded.append(json_bytes(event if type(event) is dict else dict(event), where))
+    return encoded
 
 
 def decode_event(raw: bytes, run_id: str, seq: int, *, location: str = "") -> dict[str, Any]:

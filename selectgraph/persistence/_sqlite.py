@@ -196,6 +196,34 @@ FROM chain JOIN checkpoints c ON c.id = chain.id JOIN runs r ON r.run_key = c.ru
 ORDER BY chain.depth DESC
 """
 
+_BEFORE_SAVE: Final = """
+SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id_hash = ?1 AND checkpoint_id = ?2),
+    r.run_key, r.version, d.body_dict, d.event_dict, d.state_dict IS NOT NULL,
+    (SELECT p.checkpoint_id FROM checkpoints p WHERE p.run_key = r.run_key AND p.version < ?3
+        ORDER BY p.version DESC LIMIT 1)
+FROM (SELECT 1) LEFT JOIN runs r ON r.run_id = ?4 LEFT JOIN run_dicts d USING (run_key)
+"""
+"""What a save reads first, in one statement: whether its id is taken; the run's key,
+head version and dictionaries (NULLs for a new run); the id of the checkpoint before it."""
+
+
+def _stored_parent(parent_id: str | None, previous_id: str | None) -> str | None:
+    """The parent as stored: NULL when it is the run's previous checkpoint, '' for none."""
+    if parent_id is None:
+        return ""
+    return None if previous_id == parent_id else parent_id
+
+
+def _previous_id(conn: sqlite3.Connection, run_key: int, version: int) -> str | None:
+    """The id of the run's checkpoint before ``version``, if any."""
+    row = conn.execute(
+        "SELECT checkpoint_id FROM checkpoints WHERE run_key = ? AND version < ? "
+        "ORDER BY version DESC LIMIT 1",
+        (run_key, version),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
 _RUNS: Final = """
 SELECT r.run_id FROM runs r JOIN checkpoints c ON c.id = (
     SELECT h.id FROM checkpoints h WHERE h.run_key = r.run_key ORDER BY h.version DESC LIMIT 1)
@@ -417,20 +445,6 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
         states: dict[str, bytes | None] = {}
         return [self._checkpoint(row, found.get(row[0], {}), states) for row in rows]
 
-    @staticmethod
-    def _stored_parent(
-        conn: sqlite3.Connection, run_key: int, version: int, parent_id: str | None
-    ) -> str | None:
-        """The parent as stored: NULL when it is the run's previous checkpoint."""
-        if parent_id is None:
-            return ""
-        previous = conn.execute(
-            "SELECT checkpoint_id FROM checkpoints WHERE run_key = ? AND version < ? "
-            "ORDER BY version DESC LIMIT 1",
-            (run_key, version),
-        ).fetchone()
-        return None if previous is not None and previous[0] == parent_id else parent_id
-
     def _find(self, conn: sqlite3.Connection, checkpoint_id: str) -> Any:
         return conn.execute(
             _SELECT + "WHERE " + _BY_ID, (id_hash(checkpoint_id), checkpoint_id)
@@ -448,15 +462,19 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                 # Before the version check: a rolled-back run has no head left to
                 # conflict with, and must hear that it lost the thread.
                 self._check_owner(conn, str(thread_id), checkpoint.run_id, created)
-            row = conn.execute(
-                "SELECT r.run_key, r.version, d.body_dict, d.event_dict, "
-                "d.state_dict IS NOT NULL FROM runs r "
-                "LEFT JOIN run_dicts d USING (run_key) WHERE r.run_id = ?",
-                (checkpoint.run_id,),
+            taken, *found = conn.execute(
+                _BEFORE_SAVE,
+                (
+                    id_hash(checkpoint.checkpoint_id),
+                    checkpoint.checkpoint_id,
+                    checkpoint.version,
+                    checkpoint.run_id,
+                ),
             ).fetchone()
+            row = None if found[0] is None else found
             actual = row[1] if row is not None else 0
             if actual != expected_version:
-                mine = self._find(conn, checkpoint.checkpoint_id)
+                mine = self._find(conn, checkpoint.checkpoint_id) if taken else None
                 if mine is not None and (mine[2], mine[1]) == (
                     checkpoint.run_id,
                     checkpoint.version,
@@ -465,7 +483,7 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                 raise CheckpointConflict(
                     checkpoint.run_id, expected_version=expected_version, actual_version=actual
                 )
-            if self._find(conn, checkpoint.checkpoint_id) is not None:
+            if taken:
                 raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
             if row is None:
                 run_key = conn.execute(
@@ -495,7 +513,7 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                     checkpoint.version,
                     id_hash(checkpoint.checkpoint_id),
                     checkpoint.checkpoint_id,
-                    self._stored_parent(conn, run_key, checkpoint.version, checkpoint.parent_id),
+                    _stored_parent(checkpoint.parent_id, None if row is None else row[5]),
                     checkpoint.step,
                     _KIND_CODES[checkpoint.kind],
                     None if created == id_time(checkpoint.checkpoint_id) else micros(created),
@@ -622,7 +640,7 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
                 conn.execute(
                     "UPDATE checkpoints SET parent_id = ?, kind = ?, body = ? WHERE id = ?",
                     (
-                        self._stored_parent(conn, run_key, child.version, child.parent_id),
+                        _stored_parent(child.parent_id, _previous_id(conn, run_key, child.version)),
                         _KIND_CODES[child.kind],
                         encode_body(child),
                         row_id,

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState
 from selectgraph.core._usage import Usage
-from selectgraph.observe._codec import log_entry
 from selectgraph.observe._events import CheckpointSaved
+from selectgraph.observe._log_json import log_entries
 from selectgraph.persistence._chain import CheckpointChain
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._protocol import CheckpointStore
@@ -307,11 +307,9 @@ class Durable:
     def _new_events(self, run: Checkpointed) -> tuple[dict[str, Any], ...]:
         """The run's events since the last checkpoint, as its event log keeps them."""
         recorder = run.recorder
-        events = recorder.events_since(self._logged)
+        raw = recorder.raw_since(self._logged)
         self._logged = recorder.logged
-        content = self.event_log == "content"
-        logged = (log_entry(event, content=content) for event in events)
-        return tuple(entry for entry in logged if entry is not None)
+        return tuple(log_entries(raw, content=self.event_log == "content"))
 
     async def log_tail(self, run: Checkpointed) -> None:
         """Store the events recorded after the run's last checkpoint (its end, its pause).

@@ -21,7 +21,7 @@ from selectgraph.persistence import (
     materialize,
     new_checkpoint_id,
 )
-from selectgraph.persistence._checkpoint import id_time
+from selectgraph.persistence._checkpoint import _base32, id_time
 from selectgraph.persistence._codec import (
     decode_body,
     decode_record,
@@ -234,6 +234,16 @@ def test_chain_resumed_from_a_head_starts_with_a_snapshot() -> None:
         {"node": "n"},
     )
     assert chain.next(step=2, state={"data": {"a": 2, "pad": "x" * 100}}).kind == "delta"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=2**100), st.integers(min_value=1, max_value=20))
+def test_base32_digits_are_the_numbers_low_digits(number: int, width: int) -> None:
+    digits = "".join(
+        "0123456789abcdefghjkmnpqrstvwxyz"[(number >> 5 * (width - 1 - i)) & 31]
+        for i in range(width)
+    )
+    assert _base32(number, width) == digits
 
 
 def test_ids_are_unique_and_sort_by_creation() -> None:
