@@ -168,6 +168,21 @@ class BlockingStore(ABC):
         check_save(checkpoint, expected_version)
         self._save(checkpoint, expected_version)
 
+    def save_batch(self, checkpoints: Sequence[Checkpoint]) -> None:
+        """Save consecutive checkpoints of one run, each on the one before it.
+
+        As :meth:`save` each with ``expected_version=checkpoint.version - 1``, in
+        order. A store that can stores them in one transaction, all or none (SQLite);
+        the others save them one by one.
+        """
+        for checkpoint in checkpoints:
+            check_save(checkpoint, checkpoint.version - 1)
+        self._save_batch(checkpoints)
+
+    def _save_batch(self, checkpoints: Sequence[Checkpoint]) -> None:
+        for checkpoint in checkpoints:
+            self._save(checkpoint, checkpoint.version - 1)
+
     def load(self, checkpoint_id: str) -> Checkpoint:
         """See :meth:`CheckpointStore.aload`."""
         return self._load(checkpoint_id)

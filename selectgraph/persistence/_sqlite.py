@@ -453,75 +453,101 @@ class SQLiteCheckpointStore(SQLiteThreads, BlockingStore):
     # -- primitives ------------------------------------------------------------
 
     def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
-        raw = body_json(checkpoint)  # encoding errors surface before the transaction
-        events = encode_events(checkpoint.events, checkpoint.run_id)
+        self._save_all([(checkpoint, expected_version)])
+
+    def _save_batch(self, checkpoints: Sequence[Checkpoint]) -> None:
+        self._save_all([(checkpoint, checkpoint.version - 1) for checkpoint in checkpoints])
+
+    def _save_all(self, saves: builtins.list[tuple[Checkpoint, int]]) -> None:
+        """Store each (checkpoint, expected version) in order, in one transaction."""
+        # Encoding errors surface before the transaction.
+        encoded = [
+            (
+                checkpoint,
+                expected,
+                body_json(checkpoint),
+                encode_events(checkpoint.events, checkpoint.run_id),
+            )
+            for checkpoint, expected in saves
+        ]
+        with self._transaction() as conn:
+            for checkpoint, expected, raw, events in encoded:
+                self._save_in(conn, checkpoint, expected, raw, events)
+
+    def _save_in(
+        self,
+        conn: sqlite3.Connection,
+        checkpoint: Checkpoint,
+        expected_version: int,
+        raw: bytes,
+        events: builtins.list[bytes],
+    ) -> None:
         thread_id = checkpoint.metadata.get("thread_id")
         created = checkpoint.created_at
-        with self._transaction() as conn:
-            if thread_id is not None:  # in this transaction: a claim cannot slip in between
-                # Before the version check: a rolled-back run has no head left to
-                # conflict with, and must hear that it lost the thread.
-                self._check_owner(conn, str(thread_id), checkpoint.run_id, created)
-            taken, *found = conn.execute(
-                _BEFORE_SAVE,
-                (
-                    id_hash(checkpoint.checkpoint_id),
-                    checkpoint.checkpoint_id,
-                    checkpoint.version,
-                    checkpoint.run_id,
-                ),
-            ).fetchone()
-            row = None if found[0] is None else found
-            actual = row[1] if row is not None else 0
-            if actual != expected_version:
-                mine = self._find(conn, checkpoint.checkpoint_id) if taken else None
-                if mine is not None and (mine[2], mine[1]) == (
-                    checkpoint.run_id,
-                    checkpoint.version,
-                ):
-                    return  # this very save was committed before: a retry
-                raise CheckpointConflict(
-                    checkpoint.run_id, expected_version=expected_version, actual_version=actual
-                )
-            if taken:
-                raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
-            if row is None:
-                run_key = conn.execute(
-                    "INSERT INTO runs (run_id, version) VALUES (?, ?)",
-                    (checkpoint.run_id, checkpoint.version),
-                ).lastrowid
-                assert run_key is not None  # an INSERT always sets it
-            else:
-                run_key = row[0]
-                conn.execute(
-                    "UPDATE runs SET version = ? WHERE run_key = ?", (checkpoint.version, run_key)
-                )
-            body_dict, event_dict = self._run_dicts(
-                conn, run_key, row, raw if checkpoint.kind == "delta" else None, events
+        if thread_id is not None:  # in this transaction: a claim cannot slip in between
+            # Before the version check: a rolled-back run has no head left to
+            # conflict with, and must hear that it lost the thread.
+            self._check_owner(conn, str(thread_id), checkpoint.run_id, created)
+        taken, *found = conn.execute(
+            _BEFORE_SAVE,
+            (
+                id_hash(checkpoint.checkpoint_id),
+                checkpoint.checkpoint_id,
+                checkpoint.version,
+                checkpoint.run_id,
+            ),
+        ).fetchone()
+        row = None if found[0] is None else found
+        actual = row[1] if row is not None else 0
+        if actual != expected_version:
+            mine = self._find(conn, checkpoint.checkpoint_id) if taken else None
+            if mine is not None and (mine[2], mine[1]) == (
+                checkpoint.run_id,
+                checkpoint.version,
+            ):
+                return  # this very save was committed before: a retry
+            raise CheckpointConflict(
+                checkpoint.run_id, expected_version=expected_version, actual_version=actual
             )
-            state_dict = None
-            if checkpoint.kind == "snapshot" and len(raw) > _COMPRESS_OVER:
-                state_dict = self._snapshot_dict(conn, run_key, checkpoint.run_id, row, raw)
-            elif len(raw) > _COMPRESS_OVER and row is not None and row[4]:
-                # A large delta mostly sets a big value again with a small change in it.
-                state_dict = self._state_dict(checkpoint.run_id)
+        if taken:
+            raise ValueError(f"checkpoint id {checkpoint.checkpoint_id!r} is already stored")
+        if row is None:
+            run_key = conn.execute(
+                "INSERT INTO runs (run_id, version) VALUES (?, ?)",
+                (checkpoint.run_id, checkpoint.version),
+            ).lastrowid
+            assert run_key is not None  # an INSERT always sets it
+        else:
+            run_key = row[0]
             conn.execute(
-                "INSERT INTO checkpoints (run_key, version, id_hash, checkpoint_id, parent_id, "
-                "step, kind, created_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_key,
-                    checkpoint.version,
-                    id_hash(checkpoint.checkpoint_id),
-                    checkpoint.checkpoint_id,
-                    _stored_parent(checkpoint.parent_id, None if row is None else row[5]),
-                    checkpoint.step,
-                    _KIND_CODES[checkpoint.kind],
-                    None if created == id_time(checkpoint.checkpoint_id) else micros(created),
-                    seal_body(checkpoint, raw, body_dict, state_dict),
-                ),
+                "UPDATE runs SET version = ? WHERE run_key = ?", (checkpoint.version, run_key)
             )
-            if events:
-                self._insert_events(conn, run_key, events, event_dict)
+        body_dict, event_dict = self._run_dicts(
+            conn, run_key, row, raw if checkpoint.kind == "delta" else None, events
+        )
+        state_dict = None
+        if checkpoint.kind == "snapshot" and len(raw) > _COMPRESS_OVER:
+            state_dict = self._snapshot_dict(conn, run_key, checkpoint.run_id, row, raw)
+        elif len(raw) > _COMPRESS_OVER and row is not None and row[4]:
+            # A large delta mostly sets a big value again with a small change in it.
+            state_dict = self._state_dict(checkpoint.run_id)
+        conn.execute(
+            "INSERT INTO checkpoints (run_key, version, id_hash, checkpoint_id, parent_id, "
+            "step, kind, created_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_key,
+                checkpoint.version,
+                id_hash(checkpoint.checkpoint_id),
+                checkpoint.checkpoint_id,
+                _stored_parent(checkpoint.parent_id, None if row is None else row[5]),
+                checkpoint.step,
+                _KIND_CODES[checkpoint.kind],
+                None if created == id_time(checkpoint.checkpoint_id) else micros(created),
+                seal_body(checkpoint, raw, body_dict, state_dict),
+            ),
+        )
+        if events:
+            self._insert_events(conn, run_key, events, event_dict)
 
     @staticmethod
     def _run_dicts(

@@ -35,6 +35,7 @@ from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._threads import ThreadStore, keeps_threads
 from selectgraph.runtime._mirror import StateMirror
+from selectgraph.runtime._queued_writes import QueuedWrites
 
 if TYPE_CHECKING:
     from selectgraph.core._interrupts import Interrupt
@@ -148,8 +149,7 @@ class Durable:
         self.pause_after = pause_after
         self.skip_gate: str | None = None
         """A pause-before gate the run was continued from: it does not stop the run again."""
-        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
-        self._queued: list[concurrent.futures.Future[None]] = []
+        self._writes = QueuedWrites(store)
         self.dirty = False
         """With durability "exit": whether anything happened since the last write."""
         self.completed: tuple[int, str, bool, Any] | None = None
@@ -212,7 +212,7 @@ class Durable:
                 pending_writes=pending_writes,
             )
             if self.durability == "async" and trigger in _QUEUED:
-                self._queue(checkpoint)
+                self._writes.put(checkpoint)
             else:
                 await self.flush(run)
                 if run.driven_without_loop:
@@ -329,30 +329,6 @@ class Durable:
         except Exception:
             _log.warning("could not store the last events of run %r", self.run_id, exc_info=True)
 
-    def _queue(self, checkpoint: Checkpoint) -> None:
-        self._raise_failed()
-        if self._writer is None:
-            self._writer = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix="selectgraph-checkpoint"
-            )
-        self._queued.append(self._writer.submit(self._write_queued, checkpoint))
-
-    _write_failed: BaseException | None = None
-    """The first queued write that failed: every later one builds on it and is dropped."""
-
-    def _write_queued(self, checkpoint: Checkpoint) -> None:
-        # Runs on the writer thread, one write at a time, in order.
-        failed = self._write_failed
-        if failed is not None:
-            # Its parent was never stored (another writer won the run, say): storing it
-            # would leave the run's head pointing at a missing parent.
-            raise failed
-        try:
-            self.store.save(checkpoint, expected_version=checkpoint.version - 1)
-        except BaseException as error:
-            self._write_failed = error
-            raise
-
     def _rewind(self, head: Checkpoint | None) -> None:
         """After a failed write: the next checkpoint follows ``head`` again, as a full snapshot.
 
@@ -373,35 +349,12 @@ class Durable:
 
     def pending_writes(self) -> list[concurrent.futures.Future[None]]:
         """Writes queued and maybe not yet stored (durability "async")."""
-        queued, self._queued = self._queued, []
-        return queued
-
-    def _raise_failed(self) -> None:
-        # The writer finishes in order: only the front of the queue can be done.
-        queued = self._queued
-        done = 0
-        while done < len(queued) and queued[done].done():
-            queued[done].result()  # a failed background write surfaces here
-            done += 1
-        if done:
-            del queued[:done]
+        return self._writes.taken()
 
     async def flush(self, run: Checkpointed) -> None:
         """Wait until every queued write is stored (re-raising the first that failed)."""
-        if not self._queued:
-            return
-        queued, self._queued = self._queued, []
-        if run.driven_without_loop:
-            for future in queued:
-                future.result()
-        else:
-            import asyncio
-
-            for future in queued:
-                await asyncio.wrap_future(future)
+        await self._writes.flush(blocking=run.driven_without_loop)
 
     def close(self) -> None:
         """Stop the writer thread (after :meth:`flush`)."""
-        if self._writer is not None:
-            self._writer.shutdown(wait=True)
-            self._writer = None
+        self._writes.close()

@@ -1,0 +1,124 @@
+"""Durability "async": checkpoints queued behind the run, stored in batches, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from selectgraph import (
+    CheckpointConflict,
+    InMemoryCheckpointStore,
+    SQLiteCheckpointStore,
+)
+from selectgraph.persistence import Checkpoint, new_checkpoint_id
+from selectgraph.runtime._queued_writes import QueuedWrites
+
+
+def _run_of(run_id: str, count: int, first: int = 1) -> list[Checkpoint]:
+    made: list[Checkpoint] = []
+    for version in range(first, first + count):
+        made.append(
+            Checkpoint(
+                run_id=run_id,
+                checkpoint_id=new_checkpoint_id(),
+                version=version,
+                step=version,
+                parent_id=made[-1].checkpoint_id if made else None,
+                values={"data": {"v": version}},
+                events=({"event": "Step", "n": version},),
+            )
+        )
+    return made
+
+
+class HeldStore(InMemoryCheckpointStore):
+    """Holds its first save until released, and records how writes came: one or a batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.writes: list[list[int]] = []
+
+    def save(self, checkpoint: Checkpoint, *, expected_version: int) -> None:
+        self.release.wait(timeout=30)
+        self.writes.append([checkpoint.version])
+        super().save(checkpoint, expected_version=expected_version)
+
+    def save_batch(self, checkpoints: Sequence[Checkpoint]) -> None:
+        self.writes.append([c.version for c in checkpoints])
+        super().save_batch(checkpoints)
+
+
+def test_what_queues_up_behind_a_busy_writer_is_stored_as_one_batch() -> None:
+    store = HeldStore()
+    writes = QueuedWrites(store)
+    made = _run_of("r", 5)
+    for checkpoint in made:
+        writes.put(checkpoint)  # the first one waits in save(); the rest queue up
+    store.release.set()
+    asyncio.run(writes.flush(blocking=True))
+    writes.close()
+    assert store.writes == [[1], [2, 3, 4, 5]]
+    assert [c.checkpoint_id for c in store.list("r")] == [c.checkpoint_id for c in made]
+
+
+def test_a_failed_batch_fails_every_write_after_it() -> None:
+    store = HeldStore()
+    store.save(_run_of("r", 1)[0], expected_version=0)  # another writer took version 1
+    store.release.clear()
+    writes = QueuedWrites(store)
+    for checkpoint in _run_of("r", 4):
+        writes.put(checkpoint)
+    store.release.set()
+    with pytest.raises(CheckpointConflict):
+        asyncio.run(writes.flush(blocking=True))
+    writes.put(_run_of("r", 1, first=5)[0])
+    with pytest.raises(CheckpointConflict):  # built on a checkpoint that was never stored
+        asyncio.run(writes.flush(blocking=True))
+    writes.close()
+    assert store.head("r").version == 1  # type: ignore[union-attr]
+
+
+def test_sqlite_stores_a_batch_in_one_transaction(tmp_path: Path) -> None:
+    store = SQLiteCheckpointStore(tmp_path / "x.db")
+    try:
+        made = _run_of("r", 4)
+        store.save_batch(made[:2])
+        broken = [made[2], _run_of("r", 1, first=9)[0]]  # version 9 does not follow 3
+        with pytest.raises(CheckpointConflict):
+            store.save_batch(broken)
+        assert store.head("r").version == 2  # type: ignore[union-attr]
+        assert [e.seq for e in store.read_events("r")] == [1, 2]  # nothing of the failed batch
+        store.save_batch(made[2:])
+        assert [c.version for c in store.list("r")] == [1, 2, 3, 4]
+        assert [e.event["n"] for e in store.read_events("r")] == [1, 2, 3, 4]
+        assert store.load_state(made[-1].checkpoint_id) == {"data": {"v": 4}}
+    finally:
+        store.close()
+
+
+def test_an_async_run_on_sqlite_stores_every_checkpoint(tmp_path: Path) -> None:
+    from selectgraph import END, AgentGraph
+
+    graph = AgentGraph("loop", max_steps=None)
+    graph.add_node("tick", lambda s: {"n": s.data.get("n", 0) + 1})
+    graph.add_edge("tick", "tick", condition="n < 200")
+    graph.add_edge("tick", END)
+    graph.set_entry("tick")
+    store = SQLiteCheckpointStore(tmp_path / "x.db")
+    try:
+        result: Any = graph.run({}, checkpoint_store=store, run_id="a", durability="async")
+        stored = store.list("a")
+        assert [c.version for c in stored] == list(range(1, len(stored) + 1))
+        assert len(stored) >= 200
+        assert store.load_state(stored[-1].checkpoint_id)["data"]["n"] == 200
+        seqs = [e.seq for e in store.read_events("a")]
+        assert seqs == list(range(1, len(seqs) + 1))
+        assert result.state.data["n"] == 200
+    finally:
+        store.close()
