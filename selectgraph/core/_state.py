@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, MutableSequence
-from typing import Any, Final, get_args
+from typing import TYPE_CHECKING, Any, Final, get_args
 
 from pydantic import TypeAdapter
 
@@ -215,6 +216,31 @@ RESERVED_KEYS: Final = frozenset({LAST_OUTPUT, CONVERSATION_SUMMARY})
 _MISSING: Final = object()
 
 
+def _first_read(state: GraphState, name: str) -> Any:
+    """The container ``name`` of ``state``, made empty if it is still unset.
+
+    Raises:
+        AttributeError: ``name`` is not a container ``state`` makes on first read.
+    """
+    slot = _LAZY_SLOTS.get(name)
+    # A subclass's own attribute of that name (StateView's properties) is not a slot.
+    if slot is None or getattr(type(state), name) is not slot[0]:
+        # Looked up again for its own error: a property that raised AttributeError
+        # inside says what it was missing, not that it is missing itself.
+        return object.__getattribute__(state, name)
+    descriptor, empty = slot
+    with _making:  # two threads reading it first share one container
+        try:
+            return descriptor.__get__(state, GraphState)
+        except AttributeError:
+            value = empty()
+            descriptor.__set__(state, value)
+            return value
+
+
+_making = threading.Lock()
+
+
 class GraphState:
     """The shared context passed to every node.
 
@@ -254,12 +280,26 @@ class GraphState:
         metadata: dict[str, Any] | None = None,
         errors: list[dict[str, Any]] | None = None,
     ) -> None:
-        self.messages = messages if messages is not None else []
+        # messages, metadata and errors left out stay unset until first read (see
+        # __getattr__): most runs never touch them, and thousands run at once.
+        if messages is not None:
+            self.messages = messages
         self.data = data if data is not None else {}
         self.current_node = current_node
         self.history = History(history) if history is not None else History()
-        self.metadata = metadata if metadata is not None else {}
-        self.errors = errors if errors is not None else []
+        if metadata is not None:
+            self.metadata = metadata
+        if errors is not None:
+            self.errors = errors
+
+    if not TYPE_CHECKING:  # to the type checker every field is always there, as it reads
+
+        def __getattr__(self, name: str) -> Any:
+            """An unset container (``messages``, ``metadata``, ``errors``): made empty now.
+
+            Called only when normal lookup fails, so reading a set field costs nothing.
+            """
+            return _first_read(self, name)
 
     @classmethod
     def from_prompt(
@@ -412,3 +452,10 @@ class GraphState:
             f"messages={len(self.messages)}, history={len(self.history)}, "
             f"errors={len(self.errors)})"
         )
+
+
+_LAZY_SLOTS: Final[dict[str, tuple[Any, Callable[[], Any]]]] = {
+    name: (vars(GraphState)[name], empty)
+    for name, empty in (("messages", list), ("metadata", dict), ("errors", list))
+}
+"""The containers a GraphState makes on first read: their slot, and what makes one."""

@@ -13,7 +13,15 @@ from selectgraph.core._errors import CheckpointDecodeError, CheckpointNotFound
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._delta import diff_state, materialize
 
-__all__ = ["BlockingStore", "Portal", "check_list_args", "check_save", "rebased_child", "window"]
+__all__ = [
+    "BlockingStore",
+    "Portal",
+    "batch_saver",
+    "check_list_args",
+    "check_save",
+    "rebased_child",
+    "window",
+]
 
 T = TypeVar("T")
 
@@ -115,6 +123,28 @@ def walk_chain(checkpoint_id: str, load: Callable[[str], Checkpoint]) -> builtin
     return chain
 
 
+def batch_saver(store: object) -> Callable[[Sequence[Checkpoint]], None] | None:
+    """The store's ``save_batch`` when it stores a batch in one transaction, else None.
+
+    None too when the store's saves go through code a batch would skip: a subclass's
+    or an instance's own ``save``, or a ``_save`` newer than the class's batch saving.
+    Such a store, and one without batches, is best given checkpoints one at a time.
+    """
+    if not isinstance(store, BlockingStore):
+        return None
+    cls, own = type(store), vars(store)
+    batches = _owner(cls, "_save_batch")
+    if batches is BlockingStore or "save" in own or "_save" in own or "save_batch" in own:
+        return None
+    if cls.save is not BlockingStore.save or not issubclass(batches, _owner(cls, "_save")):
+        return None
+    return store.save_batch
+
+
+def _owner(cls: type, name: str) -> type:
+    return next(klass for klass in cls.__mro__ if name in vars(klass))
+
+
 class BlockingStore(ABC):
     """A store whose work is blocking calls: sync methods do it, async ones run it off the loop.
 
@@ -172,8 +202,8 @@ class BlockingStore(ABC):
         """Save consecutive checkpoints of one run, each on the one before it.
 
         As :meth:`save` each with ``expected_version=checkpoint.version - 1``, in
-        order. A store that can stores them in one transaction, all or none (SQLite);
-        the others save them one by one.
+        order. A store that can stores them in one transaction, all or none (SQLite,
+        see :func:`batch_saver`); the others save them one by one.
         """
         for checkpoint in checkpoints:
             check_save(checkpoint, checkpoint.version - 1)

@@ -83,21 +83,16 @@ class NodeCalls(RunState):
         attempts = self.attempts
         if attempts != 1:
             self.attempts = 1
-        self._history.append(
-            (
-                name,
-                step,
-                visit,
-                "success",
-                written,
-                written.get(LAST_OUTPUT),
-                None,
-                attempts,
-                duration,
-                usage,
-                output.agent_result,
-            )
-        )
+        content = written.get(LAST_OUTPUT)
+        agent_result = output.agent_result
+        entry: tuple[Any, ...]  # NodeResult's fields, in order
+        if usage is None and agent_result is None:
+            # The last two left to their defaults: 16 bytes less a step in the history.
+            entry = (name, step, visit, "success", written, content, None, attempts, duration)
+        else:
+            entry = (name, step, visit, "success", written, content, None, attempts, duration,
+                     usage, agent_result)  # fmt: skip
+        self._history.append(entry)
         if (
             (output.goto is None and self.graph.routes[name].static_success is not None)
             or self.durable is not None

@@ -2,7 +2,7 @@
 
 The run hands each checkpoint over and goes on; one writer thread stores them in
 order. Whatever has queued up while the writer was busy is stored as one batch:
-with a store that can (``save_batch``, SQLite), in one transaction, so a run whose
+with a store that can (``batch_saver``: SQLite), in one transaction, so a run whose
 steps are quicker than a commit pays one commit (and one fsync) for several
 checkpoints instead of falling behind. A batch is stored whole or not at all, as a
 crash may lose the last checkpoints of an "async" run anyway.
@@ -18,9 +18,9 @@ import asyncio
 import collections
 import concurrent.futures
 import threading
-from collections.abc import Callable, Sequence
 from typing import Any
 
+from selectgraph.persistence._base import batch_saver
 from selectgraph.persistence._checkpoint import Checkpoint
 from selectgraph.persistence._protocol import CheckpointStore
 
@@ -34,9 +34,7 @@ class QueuedWrites:
 
     def __init__(self, store: CheckpointStore) -> None:
         self.store = store
-        self._saves_batches: Callable[[Sequence[Checkpoint]], None] | None = getattr(
-            store, "save_batch", None
-        )
+        self._saves_batches = batch_saver(store)
         self._lock = threading.Lock()
         self._waiting: collections.deque[tuple[Checkpoint, Future[None]]] = collections.deque()
         self._draining = False
@@ -101,19 +99,29 @@ class QueuedWrites:
     # -- on the writer thread ----------------------------------------------------
 
     def _drain(self) -> None:
-        while True:
-            with self._lock:
-                batch = list(self._waiting)
-                self._waiting.clear()
-                if not batch:
-                    self._draining = False
-                    return
-            try:
-                self._store(batch)
-            finally:  # whatever happened, nobody may wait forever
+        batch: list[tuple[Checkpoint, Future[None]]] = []
+        try:
+            while True:
+                with self._lock:
+                    batch = list(self._waiting)
+                    self._waiting.clear()
+                    if not batch:
+                        self._draining = False
+                        return
                 for _, future in batch:
-                    if not future.done():
-                        future.set_exception(RuntimeError("the checkpoint writer stopped"))
+                    # Running, it can no longer be cancelled (a flush given up on cancels
+                    # it): the write goes ahead either way, or the next would lack a parent.
+                    future.set_running_or_notify_cancel()
+                self._store(batch)
+        except BaseException as error:  # a bug here: still, nobody may wait forever
+            with self._lock:
+                left = list(self._waiting)
+                self._waiting.clear()
+                self._draining = False
+            stopped = RuntimeError(f"the checkpoint writer stopped: {error!r}")
+            for _, future in batch + left:
+                _settle(future, stopped)
+            raise
 
     def _store(self, batch: list[tuple[Checkpoint, Future[None]]]) -> None:
         if self.failed is None and len(batch) > 1 and self._saves_batches is not None:
@@ -123,7 +131,7 @@ class QueuedWrites:
                 self._fail(batch, error)
                 return
             for _, future in batch:
-                future.set_result(None)
+                _settle(future)
             return
         for index, (checkpoint, future) in enumerate(batch):
             if self.failed is not None:
@@ -134,10 +142,20 @@ class QueuedWrites:
             except BaseException as error:
                 self._fail(batch[index:], error)
                 return
-            future.set_result(None)
+            _settle(future)
 
     def _fail(self, batch: list[tuple[Checkpoint, Future[Any]]], error: BaseException) -> None:
         if self.failed is None:
             self.failed = error
         for _, future in batch:
-            future.set_exception(error)
+            _settle(future, error)
+
+
+def _settle(future: Future[None], error: BaseException | None = None) -> None:
+    """Give ``future`` its outcome, unless its waiter cancelled it before it ran."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)

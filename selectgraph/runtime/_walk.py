@@ -248,6 +248,7 @@ class Walker(FanOuts, Routing, Detection, Stops):
                             quiet = changes_nothing(output, state.data, reducers)
                         self._complete(spec, output, visit, started)
                         ok, goto = True, output.goto
+                        output = None  # not kept while the next node runs
                 if one_node:
                     return "join"
                 if durable is not None and await self._checkpointed(durable, name, ok, goto):

@@ -148,6 +148,28 @@ def test_new_states_do_not_share_containers() -> None:
     assert dict(second.metadata) == {}
 
 
+def test_containers_made_on_first_read_are_the_states_own() -> None:
+    state = GraphState()
+    errors = state.errors  # made now, not when the state was
+
+    assert state.errors is errors
+    assert GraphState(errors=[]) == GraphState()
+    state.errors.append({"node": "a"})
+    assert GraphState().errors == []
+    with pytest.raises(AttributeError, match="'GraphState' object has no attribute 'nope'"):
+        state.nope  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_a_property_that_fails_inside_says_what_it_missed() -> None:
+    class Mine(GraphState):
+        @property
+        def summary(self) -> str:
+            return self.dta  # type: ignore[attr-defined, no-any-return]
+
+    with pytest.raises(AttributeError, match="'dta'"):
+        Mine().summary  # noqa: B018
+
+
 def test_from_prompt_starts_the_conversation_with_a_user_message() -> None:
     state = GraphState.from_prompt("Summarize", data={"topic": "AI"}, metadata={"req": "r1"})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from selectgraph import (
     SQLiteCheckpointStore,
 )
 from selectgraph.persistence import Checkpoint, new_checkpoint_id
+from selectgraph.persistence._base import batch_saver
 from selectgraph.runtime._queued_writes import QueuedWrites
 
 
@@ -36,52 +37,100 @@ def _run_of(run_id: str, count: int, first: int = 1) -> list[Checkpoint]:
     return made
 
 
-class HeldStore(InMemoryCheckpointStore):
-    """Holds its first save until released, and records how writes came: one or a batch."""
+class HeldStore(SQLiteCheckpointStore):
+    """Holds its first write until released; records what each transaction stored."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
         self.release = threading.Event()
         self.writes: list[list[int]] = []
 
-    def save(self, checkpoint: Checkpoint, *, expected_version: int) -> None:
+    def _save_all(self, saves: list[tuple[Checkpoint, int]]) -> None:
         self.release.wait(timeout=30)
-        self.writes.append([checkpoint.version])
-        super().save(checkpoint, expected_version=expected_version)
-
-    def save_batch(self, checkpoints: Sequence[Checkpoint]) -> None:
-        self.writes.append([c.version for c in checkpoints])
-        super().save_batch(checkpoints)
+        self.writes.append([checkpoint.version for checkpoint, _ in saves])
+        super()._save_all(saves)
 
 
-def test_what_queues_up_behind_a_busy_writer_is_stored_as_one_batch() -> None:
-    store = HeldStore()
-    writes = QueuedWrites(store)
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[HeldStore]:
+    store = HeldStore(tmp_path / "held.db")
+    yield store
+    store.close()
+
+
+def test_what_queues_up_behind_a_busy_writer_is_stored_as_one_batch(held: HeldStore) -> None:
+    writes = QueuedWrites(held)
     made = _run_of("r", 5)
     for checkpoint in made:
-        writes.put(checkpoint)  # the first one waits in save(); the rest queue up
-    store.release.set()
+        writes.put(checkpoint)  # the first one waits in its save; the rest queue up
+    held.release.set()
     asyncio.run(writes.flush(blocking=True))
     writes.close()
-    assert store.writes == [[1], [2, 3, 4, 5]]
-    assert [c.checkpoint_id for c in store.list("r")] == [c.checkpoint_id for c in made]
+    assert held.writes == [[1], [2, 3, 4, 5]]
+    assert [c.checkpoint_id for c in held.list("r")] == [c.checkpoint_id for c in made]
 
 
-def test_a_failed_batch_fails_every_write_after_it() -> None:
-    store = HeldStore()
-    store.save(_run_of("r", 1)[0], expected_version=0)  # another writer took version 1
-    store.release.clear()
-    writes = QueuedWrites(store)
+def test_a_failed_batch_fails_every_write_after_it(held: HeldStore) -> None:
+    held.release.set()
+    held.save(_run_of("r", 1)[0], expected_version=0)  # another writer took version 1
+    held.release.clear()
+    writes = QueuedWrites(held)
     for checkpoint in _run_of("r", 4):
         writes.put(checkpoint)
-    store.release.set()
+    held.release.set()
     with pytest.raises(CheckpointConflict):
         asyncio.run(writes.flush(blocking=True))
     writes.put(_run_of("r", 1, first=5)[0])
     with pytest.raises(CheckpointConflict):  # built on a checkpoint that was never stored
         asyncio.run(writes.flush(blocking=True))
     writes.close()
-    assert store.head("r").version == 1  # type: ignore[union-attr]
+    assert held.head("r").version == 1  # type: ignore[union-attr]
+
+
+def test_a_flush_given_up_on_does_not_stop_the_writer(held: HeldStore) -> None:
+    writes = QueuedWrites(held)
+    for checkpoint in _run_of("r", 3):
+        writes.put(checkpoint)
+
+    async def give_up() -> None:
+        waiting = asyncio.ensure_future(writes.flush(blocking=False))
+        await asyncio.sleep(0)
+        waiting.cancel()  # cancels the futures it waits on, the write in progress too
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(give_up())
+    held.release.set()
+    writes.put(_run_of("r", 1, first=4)[0])
+    asyncio.run(writes.flush(blocking=True))
+    writes.close()
+    assert [c.version for c in held.list("r")] == [1, 2, 3, 4]
+
+
+class OwnSave(SQLiteCheckpointStore):
+    def save(self, checkpoint: Checkpoint, *, expected_version: int) -> None:
+        super().save(checkpoint, expected_version=expected_version)
+
+
+class OwnPrimitive(SQLiteCheckpointStore):
+    def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
+        super()._save(checkpoint, expected_version)
+
+
+def test_batches_go_only_where_every_save_goes(tmp_path: Path) -> None:
+    """A store whose saves pass through code of its own is given them one at a time."""
+    plain = SQLiteCheckpointStore(tmp_path / "a.db")
+    patched = SQLiteCheckpointStore(tmp_path / "b.db")
+    patched.save = patched.save  # type: ignore[method-assign]  # as a test wraps it
+    stores = [plain, patched, OwnSave(tmp_path / "c.db"), OwnPrimitive(tmp_path / "d.db")]
+    try:
+        assert batch_saver(plain) is not None
+        assert [batch_saver(store) for store in stores[1:]] == [None, None, None]
+        assert batch_saver(InMemoryCheckpointStore()) is None  # no transaction to share
+        assert batch_saver(object()) is None
+    finally:
+        for store in stores:
+            store.close()
 
 
 def test_sqlite_stores_a_batch_in_one_transaction(tmp_path: Path) -> None:
