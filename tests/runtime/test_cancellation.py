@@ -85,6 +85,13 @@ class SlowServer:
         async with server:
             await self._stop.wait()
             server.close()
+            # Connections still being answered end here, while the loop runs: left to the
+            # garbage collector, they would close their sockets on a closed loop, in
+            # whichever later test happens to collect them.
+            handlers = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
