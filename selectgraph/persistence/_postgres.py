@@ -46,6 +46,7 @@ from selectgraph.persistence._codec import (
 )
 from selectgraph.persistence._delta import materialize
 from selectgraph.persistence._event_pack import pack_events
+from selectgraph.persistence._postgres_direct import DirectWriter
 from selectgraph.persistence._postgres_retry import Database, quick_connection_class
 from selectgraph.persistence._postgres_sql import (
     KIND_CODES,
@@ -168,6 +169,7 @@ class PostgresCheckpointStore(PostgresThreads):
         where = f"schema {schema!r} at {settings.get('host', 'localhost')}:"
         where += str(settings.get("port", 5432))
         self._db = Database(self._pool, timeout=timeout, where=where)
+        self._direct = DirectWriter(url, kwargs)
         try:
             self._portal.call(self._open(url, timeout))
         except BaseException:
@@ -297,34 +299,37 @@ class PostgresCheckpointStore(PostgresThreads):
     async def _save(self, checkpoint: Checkpoint, expected_version: int) -> None:
         body = encode_body(checkpoint)  # encoding errors surface before the transaction
         events = encode_events(checkpoint.events, checkpoint.run_id)
-        if expected_version > 0:
-            quick = await self._db.run(
-                lambda conn: self._quick_save(conn, checkpoint, expected_version, body, events),
-                transaction=False,
+        await self._save_encoded(checkpoint, expected_version, body, events)
+
+    async def _save_encoded(
+        self,
+        checkpoint: Checkpoint,
+        expected_version: int,
+        body: bytes,
+        events: builtins.list[bytes],
+        *,
+        quick: bool = True,
+    ) -> None:
+        if quick and expected_version > 0:
+            query, params = self._quick_statement(checkpoint, expected_version, body, events)
+            done = await self._db.run(
+                lambda conn: self._quick_save(conn, query, params), transaction=False
             )
-            if quick:
+            if done:
                 return
         # Replayable: a retry whose first attempt committed finds itself stored.
         await self._db.run(
             lambda conn: self._save_on(conn, checkpoint, expected_version, body, events)
         )
 
-    async def _quick_save(
+    def _quick_statement(
         self,
-        conn: AsyncConnection[Any],
         checkpoint: Checkpoint,
         expected_version: int,
         body: bytes,
         events: builtins.list[bytes],
-    ) -> bool:
-        """The save as one statement (atomic on its own); False: take the full path.
-
-        A run's first save, a version that moved (a conflict, or this save's own retry
-        after a lost answer), a thread the run no longer owns and an id already stored
-        all leave nothing saved here, and the full path tells them apart.
-        """
-        import psycopg
-
+    ) -> tuple[str, dict[str, Any]]:
+        """A save after the run's first as one statement (atomic on its own), and its values."""
         thread = checkpoint.metadata.get("thread_id")
         params = {
             "thread": None if thread is None else str(thread),
@@ -340,8 +345,20 @@ class PostgresCheckpointStore(PostgresThreads):
             "body": body,
             "events": pack_events(events) if events else b"",
         }
+        return self._q["quick_save" if thread is None else "quick_thread_save"], params
+
+    async def _quick_save(
+        self, conn: AsyncConnection[Any], query: str, params: dict[str, Any]
+    ) -> bool:
+        """Run the quick save statement; False: take the full path.
+
+        A run's first save, a version that moved (a conflict, or this save's own retry
+        after a lost answer), a thread the run no longer owns and an id already stored
+        all leave nothing saved here, and the full path tells them apart.
+        """
+        import psycopg
+
         try:
-            query = self._q["quick_save" if thread is None else "quick_thread_save"]
             cursor = await conn.execute(query, params)
         except psycopg.errors.UniqueViolation:
             return False  # the id is stored already: the full path says by whom
@@ -618,6 +635,7 @@ class PostgresCheckpointStore(PostgresThreads):
 
     async def aclose(self) -> None:
         """See :meth:`CheckpointStore.aclose`."""
+        self._direct.close()
         if not self._portal.closed:
             await self._portal.acall(self._pool.close())
             self._portal.close()
@@ -625,7 +643,20 @@ class PostgresCheckpointStore(PostgresThreads):
     def save(self, checkpoint: Checkpoint, *, expected_version: int) -> None:
         """See :meth:`CheckpointStore.asave`."""
         check_save(checkpoint, expected_version)
-        self._portal.call(self._save(checkpoint, expected_version))
+        body = encode_body(checkpoint)  # encoding errors surface before the transaction
+        events = encode_events(checkpoint.events, checkpoint.run_id)
+        quick = expected_version > 0
+        if quick:
+            # From sync code the quick statement runs on a connection in this thread
+            # (see _postgres_direct.py); what it cannot settle goes to the pool.
+            query, params = self._quick_statement(checkpoint, expected_version, body, events)
+            done = self._direct.quick_save(query, params)
+            if done:
+                return
+            quick = done is None  # refused: the full path says why; not tried: try again
+        self._portal.call(
+            self._save_encoded(checkpoint, expected_version, body, events, quick=quick)
+        )
 
     def load(self, checkpoint_id: str) -> Checkpoint:
         """See :meth:`CheckpointStore.aload`."""
@@ -674,6 +705,7 @@ class PostgresCheckpointStore(PostgresThreads):
 
     def close(self) -> None:
         """See :meth:`CheckpointStore.aclose`."""
+        self._direct.close()
         if not self._portal.closed:
             self._portal.call(self._pool.close())
             self._portal.close()

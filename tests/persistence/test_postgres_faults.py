@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from selectgraph import END, AgentGraph, StoreUnavailable
+from selectgraph import END, AgentGraph, CheckpointConflict, StoreUnavailable
 from selectgraph.persistence import Checkpoint, PostgresCheckpointStore
 from tests.persistence.conftest import POSTGRES_URL, drop_schema, postgres_or_skip
 from tests.persistence.test_postgres_store import terminate_pool_connections as terminate
@@ -210,6 +210,62 @@ def test_only_connection_failures_count_as_lost() -> None:
     assert not connection_lost(psycopg.errors.UniqueViolation())
     assert not connection_lost(psycopg.errors.QueryCanceled())
     assert not connection_lost(ValueError())
+
+
+def test_sync_saves_take_the_direct_connection_and_survive_its_loss(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from selectgraph.persistence import _postgres_direct
+
+    with target.store() as store:
+        store.save(cp("c1", 1), expected_version=0)  # a first save: the pool's full path
+        assert store._direct._conn is None
+        store.save(cp("c2", 2), expected_version=1)
+        assert store._direct._conn is not None  # a later one: the direct connection
+        assert terminate(target.name) == 2  # the pool's connection and the direct one
+        store.save(cp("c3", 3), expected_version=2)  # the direct one fails; the pool retries
+        assert store._direct._conn is None  # dropped, and resting
+        assert store._db.retries >= 1
+        monkeypatch.setattr(_postgres_direct, "_REST_AFTER_FAILURE", 0.0)
+        store._direct._resting_until = 0.0
+        store.save(cp("c4", 4), expected_version=3)
+        assert store._direct._conn is not None  # back once its rest is over
+        assert [c.checkpoint_id for c in store.list("r")] == ["c1", "c2", "c3", "c4"]
+    assert store._direct._conn is None  # closed with the store
+
+
+def test_a_direct_save_whose_answer_was_lost_is_stored_once(target: Target) -> None:
+    with target.store() as store:
+        store.save(cp("c1", 1), expected_version=0)
+        writer = store._direct
+        real = writer.quick_save
+
+        def applied_then_lost(query: str, params: dict[str, Any]) -> bool | None:
+            assert real(query, params) is True  # committed...
+            return None  # ...but the answer never came: the pool's path settles it
+
+        writer.quick_save = applied_then_lost  # type: ignore[method-assign]
+        store.save(cp("c2", 2), expected_version=1)
+        del writer.quick_save
+        assert [(c.checkpoint_id, c.version) for c in store.list("r")] == [("c1", 1), ("c2", 2)]
+        head = store.head("r")
+        assert head is not None
+        assert head.version == 2
+        store.save(cp("c3", 3), expected_version=2)  # and the run goes on
+
+
+def test_a_save_while_the_direct_connection_is_busy_takes_the_pool(target: Target) -> None:
+    with target.store() as store:
+        store.save(cp("c1", 1), expected_version=0)
+        assert store._direct._lock.acquire()  # another thread's save in progress
+        try:
+            store.save(cp("c2", 2), expected_version=1)
+        finally:
+            store._direct._lock.release()
+        assert store._direct._conn is None  # never opened: the pool saved it
+        with pytest.raises(CheckpointConflict):
+            store.save(cp("c2b", 2), expected_version=1)  # a stale version: refused directly
+        assert [c.checkpoint_id for c in store.list("r")] == ["c1", "c2"]
 
 
 class Proxy:

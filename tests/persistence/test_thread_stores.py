@@ -173,20 +173,30 @@ def test_a_postgres_save_is_one_statement_after_the_first(
     postgres_or_skip()
     import secrets
 
-    from psycopg import AsyncConnection
+    from psycopg import AsyncConnection, Connection
 
     schema = f"sg_test_{os.getpid()}_{secrets.token_hex(4)}"
     sent: list[str] = []
     execute = AsyncConnection.execute
+    execute_here = Connection.execute
 
-    async def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+    async def counted_async(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         sent.append(str(query)[:40])
         return await execute(self, query, *args, **kwargs)
+
+    def counted_here(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query)[:40])
+        return execute_here(self, query, *args, **kwargs)
+
+    def counted(monkeypatch: pytest.MonkeyPatch) -> None:
+        """Count statements on the pool's connections and on the sync writer's."""
+        monkeypatch.setattr(AsyncConnection, "execute", counted_async)
+        monkeypatch.setattr(Connection, "execute", counted_here)
 
     try:
         with PostgresCheckpointStore(POSTGRES_URL, schema=schema) as store:
             save(store, "r", None, 1, {"type": "a"})
-            monkeypatch.setattr(AsyncConnection, "execute", counted)
+            counted(monkeypatch)
             for version in range(2, 6):
                 save(store, "r", None, version, {"type": "b"})
             monkeypatch.undo()
@@ -199,7 +209,7 @@ def test_a_postgres_save_is_one_statement_after_the_first(
             store.claim_thread("t", "on-t", ttl=60)
             save(store, "on-t", "t", 1, {"type": "a"})
             sent.clear()
-            monkeypatch.setattr(AsyncConnection, "execute", counted)
+            counted(monkeypatch)
             later = save(store, "on-t", "t", 2, {"type": "b"})
             monkeypatch.undo()
             assert len(sent) == 1, sent  # a thread's save too
