@@ -126,12 +126,15 @@ def walk_chain(checkpoint_id: str, load: Callable[[str], Checkpoint]) -> builtin
 def batch_saver(store: object) -> Callable[[Sequence[Checkpoint]], None] | None:
     """The store's ``save_batch`` when it stores a batch in one transaction, else None.
 
+    SQLite's and PostgreSQL's do (a store of another kind says so with a true
+    ``_batches_in_one_transaction``).
+
     None too when the store's saves go through code a batch would skip: a subclass's
     or an instance's own ``save``, or a ``_save`` newer than the class's batch saving.
     Such a store, and one without batches, is best given checkpoints one at a time.
     """
     if not isinstance(store, BlockingStore):
-        return None
+        return _own_batch_saver(store)
     cls, own = type(store), vars(store)
     batches = _owner(cls, "_save_batch")
     if batches is BlockingStore or "save" in own or "_save" in own or "save_batch" in own:
@@ -139,6 +142,18 @@ def batch_saver(store: object) -> Callable[[Sequence[Checkpoint]], None] | None:
     if cls.save is not BlockingStore.save or not issubclass(batches, _owner(cls, "_save")):
         return None
     return store.save_batch
+
+
+def _own_batch_saver(store: object) -> Callable[[Sequence[Checkpoint]], None] | None:
+    """A store of its own kind's transactional ``save_batch`` (PostgreSQL's), as above."""
+    cls = type(store)
+    if not getattr(cls, "_batches_in_one_transaction", False) or not hasattr(cls, "save_batch"):
+        return None
+    own = vars(store) if hasattr(store, "__dict__") else {}
+    if "save" in own or "save_batch" in own or _owner(cls, "save") is not _owner(cls, "save_batch"):
+        return None  # saves pass through code a batch would skip
+    saver: Callable[[Sequence[Checkpoint]], None] = getattr(store, "save_batch")  # noqa: B009
+    return saver
 
 
 def _owner(cls: type, name: str) -> type:

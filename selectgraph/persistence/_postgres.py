@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self
 
 from selectgraph.core._errors import (
     CheckpointConflict,
@@ -111,6 +111,9 @@ class PostgresCheckpointStore(PostgresThreads):
         StoreError: ``url`` is not a connection string, or the schema was made by a
             newer selectgraph.
     """
+
+    _batches_in_one_transaction: ClassVar[bool] = True
+    """Its ``save_batch`` stores a batch whole or not at all (see ``batch_saver``)."""
 
     def __init__(
         self,
@@ -657,6 +660,44 @@ class PostgresCheckpointStore(PostgresThreads):
         self._portal.call(
             self._save_encoded(checkpoint, expected_version, body, events, quick=quick)
         )
+
+    def save_batch(self, checkpoints: Sequence[Checkpoint]) -> None:
+        """Save consecutive checkpoints of one run, each on the one before it, all or none.
+
+        As :meth:`save` each with ``expected_version=checkpoint.version - 1``, in
+        order (durability ``"async"`` hands over what queued up behind a busy
+        writer). After the run's first save they go in one transaction, one round
+        trip; a batch that cannot (the run's first save, a conflict, a lost
+        connection) is saved one by one, which tells those apart.
+        """
+        for checkpoint in checkpoints:
+            check_save(checkpoint, checkpoint.version - 1)
+        encoded = [
+            (
+                checkpoint,
+                encode_body(checkpoint),
+                encode_events(checkpoint.events, checkpoint.run_id),
+            )
+            for checkpoint in checkpoints
+        ]
+        if encoded and encoded[0][0].version > 1:
+            statements = [
+                self._quick_statement(checkpoint, checkpoint.version - 1, body, events)
+                for checkpoint, body, events in encoded
+            ]
+            if self._direct.quick_batch(statements):
+                return
+        # One transaction on the pool, idempotent by version: a batch that committed
+        # unanswered finds itself stored; a conflict leaves nothing of it.
+        self._portal.call(self._db.run(lambda conn: self._save_batch_on(conn, encoded)))
+
+    async def _save_batch_on(
+        self,
+        conn: AsyncConnection[Any],
+        encoded: builtins.list[tuple[Checkpoint, bytes, builtins.list[bytes]]],
+    ) -> None:
+        for checkpoint, body, events in encoded:
+            await self._save_on(conn, checkpoint, checkpoint.version - 1, body, events)
 
     def load(self, checkpoint_id: str) -> Checkpoint:
         """See :meth:`CheckpointStore.aload`."""

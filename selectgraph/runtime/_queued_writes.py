@@ -2,7 +2,7 @@
 
 The run hands each checkpoint over and goes on; one writer thread stores them in
 order. Whatever has queued up while the writer was busy is stored as one batch:
-with a store that can (``batch_saver``: SQLite), in one transaction, so a run whose
+with a store that can (``batch_saver``: SQLite, PostgreSQL), in one transaction, so a run whose
 steps are quicker than a commit pays one commit (and one fsync) for several
 checkpoints instead of falling behind. A batch is stored whole or not at all, as a
 crash may lose the last checkpoints of an "async" run anyway.

@@ -13,11 +13,13 @@ import pytest
 from selectgraph import (
     CheckpointConflict,
     InMemoryCheckpointStore,
+    PostgresCheckpointStore,
     SQLiteCheckpointStore,
 )
 from selectgraph.persistence import Checkpoint, new_checkpoint_id
 from selectgraph.persistence._base import batch_saver
 from selectgraph.runtime._queued_writes import QueuedWrites
+from tests.persistence.conftest import POSTGRES_URL, Harness
 
 
 def _run_of(run_id: str, count: int, first: int = 1) -> list[Checkpoint]:
@@ -171,3 +173,78 @@ def test_an_async_run_on_sqlite_stores_every_checkpoint(tmp_path: Path) -> None:
         assert result.state.data["n"] == 200
     finally:
         store.close()
+
+
+class OwnPostgresSave(PostgresCheckpointStore):
+    def save(self, checkpoint: Checkpoint, *, expected_version: int) -> None:
+        super().save(checkpoint, expected_version=expected_version)
+
+
+def test_postgres_stores_a_batch_in_one_transaction(pg: Harness) -> None:
+    store = pg.store
+    assert isinstance(store, PostgresCheckpointStore)
+    assert batch_saver(store) is not None
+    made = _run_of("r", 6)
+    store.save_batch(made[:2])  # the run's first save: the pool's full path, one transaction
+    assert store._direct._conn is None
+    store.save_batch(made[2:4])  # later ones: one pipelined transaction on the direct one
+    assert store._direct._conn is not None
+    broken = [made[4], _run_of("r", 1, first=9)[0]]  # version 9 does not follow 5
+    with pytest.raises(CheckpointConflict):
+        store.save_batch(broken)
+    head = store.head("r")
+    assert head is not None
+    assert head.version == 4
+    assert [e.seq for e in store.read_events("r")] == [1, 2, 3, 4]  # nothing of the failed batch
+    store.save_batch(made[4:])
+    assert [c.version for c in store.list("r")] == [1, 2, 3, 4, 5, 6]
+    assert [e.event["n"] for e in store.read_events("r")] == [1, 2, 3, 4, 5, 6]
+    assert store.load_state(made[-1].checkpoint_id) == {"data": {"v": 6}}
+
+
+def test_a_postgres_batch_committed_unanswered_is_stored_once(pg: Harness) -> None:
+    store = pg.store
+    assert isinstance(store, PostgresCheckpointStore)
+    made = _run_of("r", 4)
+    store.save_batch(made[:2])
+    writer = store._direct
+    real = writer.quick_batch
+
+    def committed_then_lost(statements: Any) -> bool | None:
+        assert real(statements) is True
+        return None  # the answer never came: the pool's transaction settles it
+
+    writer.quick_batch = committed_then_lost  # type: ignore[method-assign]
+    store.save_batch(made[2:])
+    assert [c.version for c in store.list("r")] == [1, 2, 3, 4]
+    assert [e.seq for e in store.read_events("r")] == [1, 2, 3, 4]
+
+
+def test_postgres_batches_only_where_every_save_goes(pg: Harness) -> None:
+    store = pg.store
+    own = OwnPostgresSave(POSTGRES_URL, schema=store.schema)  # type: ignore[attr-defined]
+    try:
+        assert batch_saver(own) is None
+        store.save = store.save  # type: ignore[method-assign]  # as a test wraps it
+        assert batch_saver(store) is None
+    finally:
+        own.close()
+
+
+def test_an_async_run_on_postgres_stores_every_checkpoint(pg: Harness) -> None:
+    from selectgraph import END, AgentGraph
+
+    graph = AgentGraph("loop", max_steps=None)
+    graph.add_node("tick", lambda s: {"n": s.data.get("n", 0) + 1})
+    graph.add_edge("tick", "tick", condition="n < 150")
+    graph.add_edge("tick", END)
+    graph.set_entry("tick")
+    store = pg.store
+    result: Any = graph.run({}, checkpoint_store=store, run_id="a", durability="async")
+    stored = store.list("a")
+    assert [c.version for c in stored] == list(range(1, len(stored) + 1))
+    assert len(stored) >= 150
+    assert store.load_state(stored[-1].checkpoint_id)["data"]["n"] == 150
+    seqs = [e.seq for e in store.read_events("a")]  # type: ignore[attr-defined]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert result.state.data["n"] == 150
