@@ -8,8 +8,8 @@ gets a fresh database per run, so the size it leaves is the size of one run's
 full history (or, where the durability mode keeps less, of what it kept).
 
 Contenders: selectgraph's SQLite store (``sync``, ``async``, ``exit``) and
-Postgres store (``sync``); LangGraph's ``SqliteSaver`` (``sync``, ``async``,
-``exit``) and ``PostgresSaver`` (``sync``); and, as the floor of this disk, a
+Postgres store (``sync``, ``async``); LangGraph's ``SqliteSaver`` (``sync``, ``async``,
+``exit``) and ``PostgresSaver`` (``sync``, ``async``); and, as the floor of this disk, a
 bare SQLite commit (WAL, ``synchronous=FULL``) and a bare Postgres commit of a
 small row, once per step. The clock covers ``run()``/``invoke()`` only: opening
 the store, creating its tables and closing it are not timed.
@@ -472,7 +472,9 @@ CONTENDERS = [
     Contender("langgraph", "SQLite", "exit", langgraph_trial),
     Contender("bare", "Postgres", "sync", bare_trial),
     Contender("selectgraph", "Postgres", "sync", selectgraph_trial),
+    Contender("selectgraph", "Postgres", "async", selectgraph_trial),
     Contender("langgraph", "Postgres", "sync", langgraph_trial),
+    Contender("langgraph", "Postgres", "async", langgraph_trial),
 ]
 
 
