@@ -162,6 +162,8 @@ class Durable:
         self.log_as(event_log)
         self._logged = 0
         """The recorder's log mark up to which events went into a checkpoint."""
+        self._log_of: object = None
+        """The recorder ``_logged`` counts in (a live resume replaces the run's)."""
         self.marks: Mapping[str, Any] = {}
         """Added to every checkpoint's metadata: the graph's shape hash, the state
         version when it is not 1 (see ``runtime/_shape.py``)."""
@@ -307,8 +309,12 @@ class Durable:
     def _new_events(self, run: Checkpointed) -> tuple[dict[str, Any], ...]:
         """The run's events since the last checkpoint, as its event log keeps them."""
         recorder = run.recorder
+        if recorder is not self._log_of:
+            # A live resume gives the run a new recorder, whose log starts empty.
+            self._log_of, self._logged = recorder, 0
         raw = recorder.raw_since(self._logged)
-        self._logged = recorder.logged
+        # Counted, not read back: a branch's thread may append in between.
+        self._logged += len(raw)
         return tuple(log_entries(raw, content=self.event_log == "content"))
 
     async def log_tail(self, run: Checkpointed) -> None:
