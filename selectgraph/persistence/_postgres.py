@@ -666,9 +666,10 @@ class PostgresCheckpointStore(PostgresThreads):
 
         As :meth:`save` each with ``expected_version=checkpoint.version - 1``, in
         order (durability ``"async"`` hands over what queued up behind a busy
-        writer). After the run's first save they go in one transaction, one round
-        trip; a batch that cannot (the run's first save, a conflict, a lost
-        connection) is saved one by one, which tells those apart.
+        writer). After the run's first save they go as one pipelined transaction on
+        the direct connection (about one round trip); a batch that cannot (the run's
+        first save, a conflict, a lost connection) takes the pool's full path, in one
+        transaction too, which tells those apart.
         """
         for checkpoint in checkpoints:
             check_save(checkpoint, checkpoint.version - 1)
