@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from selectgraph.persistence._checkpoint import Checkpoint, made_at, new_checkpoint_id
-from selectgraph.persistence._codec import json_size
 from selectgraph.persistence._delta import copy_encoded, diff_state
+from selectgraph.persistence._json_data import json_size
 
 __all__ = ["SNAPSHOT_EVERY", "CheckpointChain", "make_checkpoint"]
 

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from selectgraph.core._errors import ResumeError, StateSerializationError
-from selectgraph.persistence._codec import json_bytes
 from selectgraph.persistence._event_pack import pack_events, unpacked
+from selectgraph.persistence._json_data import json_bytes
 from selectgraph.persistence._thread_portal import PortalThreadKeeping
 from selectgraph.persistence._thread_records import claimed, encode_metadata, released, updated
 from selectgraph.persistence._threads import Claim, StoredEvent, Thread, ThreadRun, decide_claim

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from selectgraph.core._errors import ThreadTakenOver
-from selectgraph.persistence._codec import json_bytes
+from selectgraph.persistence._json_data import json_bytes
 from selectgraph.persistence._threads import ClaimDecision, Thread, ThreadRun
 
 __all__ = [

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from selectgraph.core._errors import StateSerializationError
 from selectgraph.core._json_object import JSONObject
-from selectgraph.persistence._codec import encode_events, json_bytes, json_size
+from selectgraph.persistence._codec import encode_events
+from selectgraph.persistence._json_data import json_bytes, json_size
 
 _JSON = st.recursive(
     st.none()
