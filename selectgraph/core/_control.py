@@ -230,8 +230,9 @@ def enter(control: RunControl) -> Any:
 
 
 def leave(before: Any) -> None:
-    """Undo :func:`enter`, given what it returned."""
-    _current.set(None if before is _NONE_BEFORE else before)
+    """Undo :func:`enter`, given what it returned (``None``: nothing was entered)."""
+    if before is not None:
+        _current.set(None if before is _NONE_BEFORE else before)
 
 
 TOKEN_CANCEL = "selectgraph: CancellationToken"

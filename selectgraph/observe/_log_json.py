@@ -30,7 +30,7 @@ from selectgraph.observe._recorder import (
     build_raw,
     event_class,
     own_fields,
-    span_halves,
+    span_parts,
 )
 
 __all__ = ["log_entries"]
@@ -63,10 +63,9 @@ def log_entries(raw: Sequence[Any], *, content: bool = False) -> list[dict[str, 
     for item in raw:
         if type(item) is not tuple:
             entry = log_entry(item, content=content)
-        elif item[0] == SPAN:  # a node's start and end in one entry
-            started, finished = span_halves(item)
-            entries.append(_entry(started, content))
-            entry = _entry(finished, content)
+        elif item[0] == SPAN:  # a node's start and end (and its edge): none is left out
+            entries.extend(_entry(part, content) for part in span_parts(item))
+            continue
         else:
             entry = _entry(item, content)
         if entry is not None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, overload
 from selectgraph.observe._delivery import run_ended
 from selectgraph.observe._events import (
     _FILLERS,
+    EdgeFired,
     GraphEvent,
     NodeFinished,
     NodeStarted,
@@ -58,9 +59,12 @@ def _own_fields(cls: type[GraphEvent]) -> tuple[str, ...]:
 _LAST_EVENTS = frozenset({RunFinished, RunFailed, RunCancelled, RunPaused})
 
 _SPAN = -1
-"""Marks a raw entry that holds a node's NodeStarted and NodeFinished at once."""
+"""Marks a raw entry that holds a node's NodeStarted and NodeFinished at once (and, in
+a longer one, the EdgeFired of the edge the run took from it)."""
 SPAN: Final = _SPAN
-"""The code of a span entry (see :func:`span_halves`)."""
+"""The code of a span entry (see :func:`span_parts`)."""
+_SPAN_LENGTH = 10
+"""The length of a span entry without its EdgeFired."""
 
 # A raw entry names its event class by a small int, not the class itself: a tuple
 # of plain values is one the garbage collector stops tracking, so a long run's
@@ -87,6 +91,7 @@ def _register_all(cls: type[GraphEvent]) -> None:
 _register_all(GraphEvent)
 _NODE_STARTED = _code(NodeStarted)
 _NODE_FINISHED = _code(NodeFinished)
+_EDGE_FIRED = _code(EdgeFired)
 _LAST_CODES = frozenset(_code(cls) for cls in _LAST_EVENTS)
 """Built and passed to ``run_ended`` even when no listener wants them."""
 
@@ -118,19 +123,18 @@ def wanted_types(listener: Callable[..., Any]) -> tuple[type[GraphEvent], ...] |
     return None if types is None else tuple(types)
 
 
-def _expand(raw: RawEvent) -> tuple[GraphEvent, GraphEvent]:
-    """The two events of a span: (span, base, step, started, name, visit, finished, *rest)."""
-    started, finished = span_halves(raw)
-    return _build(started), _build(finished)
+def span_parts(raw: RawEvent) -> tuple[RawEvent, ...]:
+    """The entries a span entry holds: NodeStarted, NodeFinished, and any EdgeFired.
 
-
-def span_halves(raw: RawEvent) -> tuple[RawEvent, RawEvent]:
-    """The NodeStarted and NodeFinished entries a span entry holds."""
-    _, base, step, started, name, visit, finished, *rest = raw
-    return (
-        (_NODE_STARTED, base, step, started, name, visit),
-        (_NODE_FINISHED, base, step, finished, name, visit, *rest),
-    )
+    A span is ``(SPAN, base, step, started, node, visit, finished, duration, outcome,
+    attempts)``, followed by ``(fired, target, kind, label)`` when it holds the edge.
+    """
+    base, step, name, visit = raw[1], raw[2], raw[4], raw[5]
+    started = (_NODE_STARTED, base, step, raw[3], name, visit)
+    finished = (_NODE_FINISHED, base, step, raw[6], name, visit, raw[7], raw[8], raw[9])
+    if len(raw) == _SPAN_LENGTH:
+        return started, finished
+    return started, finished, (_EDGE_FIRED, base, step, raw[10], name, *raw[11:])
 
 
 def event_class(code: int) -> type[GraphEvent]:
@@ -281,7 +285,7 @@ class Trace(Sequence[GraphEvent]):
             expanded: list[Any] = []
             for entry in log:
                 if type(entry) is tuple:
-                    expanded.extend(_expand(entry))
+                    expanded.extend(map(_build, span_parts(entry)))
                 else:
                     expanded.append(entry)
             log[:] = expanded
@@ -633,6 +637,28 @@ class EventRecorder:
                            outcome, attempts)  # fmt: skip
                 return
         self.record_at(clock, NodeFinished, step, node, visit, duration, outcome, attempts)
+
+    def record_edge(self, step: int, source: str, target: Any, kind: str, label: str) -> None:
+        """Record EdgeFired; unobserved, it joins the span of the node it leaves.
+
+        Only a run's own recorder folds (see :meth:`finish_node`), and only when the
+        run keeps no event log: that log's writer counts the entries it has stored,
+        and the span may be among them already.
+        """
+        if not self.live and self._parent is None and not self.records_calls:
+            log = self._log
+            last = log[-1] if log else None
+            if (
+                type(last) is tuple
+                and last[0] == _SPAN
+                and len(last) == _SPAN_LENGTH
+                and last[1] is self._base
+                and last[2] == step
+                and last[4] == source
+            ):
+                log[-1] = (*last, time.time(), target, kind, label)
+                return
+        self.record(EdgeFired, step, source, target, kind, label)
 
     def record_delivering(
         self, cls: type[GraphEvent], step: int, *values: Any, **deliver_only: Any

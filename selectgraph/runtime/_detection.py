@@ -8,7 +8,7 @@ from selectgraph.core._policies import LoopAction
 from selectgraph.core._run_errors import LoopDetected
 from selectgraph.observe._events import LoopDetected as LoopDetectedEvent
 from selectgraph.observe._events import StallDetected
-from selectgraph.runtime._run_state import RunState
+from selectgraph.runtime._run_state import RunState, Stop
 from selectgraph.state._output import NodeOutput
 
 __all__ = ["Detection", "changes_nothing"]
@@ -46,17 +46,20 @@ class Detection(RunState):
     """Loop and stall detection for a walk (not inside branches)."""
 
     # ------------------------------------------------------------- detection
-    def _loop_stops_run(self, node: str, first: int) -> bool:
-        """A loop was seen (``node`` had this state at step ``first``): apply on_loop."""
+    def _loop_stop(self, node: str, first: int) -> Stop | None:
+        """A loop was seen (``node`` had this state at step ``first``): apply on_loop.
+
+        Returns ``"loop"`` when the run stops here, ``None`` when it goes on.
+        """
         self._loops += 1
         self.recorder.record(LoopDetectedEvent, self.steps, node, first)
         action = self.graph.settings.on_loop
         if action is LoopAction.WARN:
-            return False
+            return None
         self.steps -= 1  # the repeated node never ran
         if action is LoopAction.STOP:
             self._degraded = True
-            return True
+            return "loop"
         raise LoopDetected(
             f"node {node!r} is about to run on exactly the state it had at step {first}; with "
             "deterministic nodes the run would repeat forever. Add a stop condition, or set "

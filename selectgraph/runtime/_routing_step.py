@@ -51,7 +51,7 @@ class Routing(RunState):
         if type(target) is Branches:
             self._fired(source, target, edge.kind, edge.label)
         else:
-            self.recorder.record(EdgeFired, step, source, target, edge.kind, edge.label)
+            self.recorder.record_edge(step, source, target, edge.kind, edge.label)
         return target
 
     def _fired(

@@ -155,7 +155,6 @@ class RunState:
         self._guards = False
         self._checks = False
         self._control: RunControl | None = None
-        self._where = ("", None)
         self._held = None
 
     config: Mapping[str, Any] = MappingProxyType({})

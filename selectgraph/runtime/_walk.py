@@ -90,8 +90,6 @@ def _cancel_reason(exc: BaseException) -> str:
 class Walker(FanOuts, Routing, Detection, Stops):
     """A run's or branch's walk through the graph: the step loop and how it ends."""
 
-    _where: tuple[str, Any] = ("", None)
-    """(the node, the target) where the walk was when it stopped on an exception."""
     _guards = False
     """Whether anything but the step limit may stop this walk before a node (see _refusal)."""
     _checks = False
@@ -99,129 +97,60 @@ class Walker(FanOuts, Routing, Detection, Stops):
     _nested: RunControl | None = None
     """The control of the run this walk is part of, when its time or token is checked."""
 
+    # A walk is one coroutine: arun()'s task holds it, and every run in flight holds its
+    # frame (two frames, the loop's and a wrapper's, cost each of thousands of concurrent
+    # runs a third of a KB). How it starts, ends and is cut short are the methods below;
+    # a whole run (no ``stop_at``) returns its GraphResult, a branch its Stop.
     async def walk(self, target: str | EndType | Branches | tuple[str, bool, Any]) -> Any:
-        """Run nodes from ``target`` until END, the join point, the step limit or a loop stop.
-
-        A whole run (no ``stop_at``) reports its start, its end and any failure, and
-        returns its GraphResult; a branch returns why it stopped (a ``Stop``) and
-        leaves reporting to the fan-out that ran it. The steps themselves are
-        :meth:`_steps`; this is how a walk starts, ends, and is cut short.
-        """
-        top = self.stop_at is None
-        entered = self._take_control(top)
-        self._where = (self._fan_out_source, target)
-        try:
-            if top:
-                if self.durable is not None and self.durable.event_log:
-                    self.recorder.records_calls = True  # the log's readers want them
-                    self.recorder.keeps_content = self.durable.event_log == "content"
-                if self.resumed_from is None and not self.resumed_live:
-                    self.recorder.record_delivering(RunStarted, 0, target, state=self.state)
-                else:
-                    self._announce_resume()
-                if self.first_write is not None:
-                    await self._write_first()
-            name = self._fan_out_source
-            if isinstance(target, tuple):  # continued from a checkpoint taken after a node
-                name = target[0]
-                self._where = (name, target)
-                first: str | EndType | Branches = await self.route_after(*target)
-            else:
-                first = target
-            stop = await self._steps(first, name)
-            self._release()  # a walk that stopped after a node, before routing from it
-            if not top:
-                return stop
-            if self.durable is not None:
-                return await self._stop_durably(stop)
-            if stop == "max_steps":
-                return self._stop_at_limit(self._stopped_at)
-            return self._finish("end" if stop == "join" else stop)
-        except (BudgetStop, RunCancelledByToken) as signal:
-            name, at = self._where
-            return await self._stopped_by(signal, name, type(at) is Branches)
-        except NodeInterrupt as signal:
-            if not top:
-                raise  # the run at the top pauses, with every branch's questions
-            return await self._asked(signal, *self._where)
-        except ThreadTakenOver as lost:
-            if not top:
-                raise
-            return await self._superseded(lost)
-        except GraphRunError as error:
-            if top:
-                name, at = self._where
-                await self._failed(error, name, type(at) is Branches)
-            raise
-        except Exception as exc:
-            if top:
-                # Not an engine error (a bug, or a failure nothing wrapped): observers
-                # still learn that the run ended.
-                self.recorder.record(
-                    RunFailed, self.steps, describe_error(exc), "run_error", self.state.current_node
-                )
-            raise
-        except BaseException as exc:
-            name, at = self._where
-            if self._token_cancelled(exc):
-                return await self._stop_safely("cancelled", name, type(at) is Branches)
-            if top:
-                self._cancelled_from_outside(exc, name)
-            raise
-        finally:
-            if entered is not None:
-                leave_control(entered)
-
-    async def _steps(self, target: str | EndType | Branches, name: str) -> Stop:
-        """The cycle: check limits, pick the node, run it, take its output, checkpoint, route.
-
-        ``name`` is where the walk comes from; the stop is returned (see :meth:`walk`).
-        """
-        graph, settings = self.graph, self.graph.settings
+        """Run nodes from ``target`` until END, the join point, the step limit or a loop stop."""
+        graph = self.graph
         nodes, all_routes, reducers = graph.nodes, graph.routes, graph.schema.reducers
         direct_calls, direct_async = self._direct_calls, self._direct_async
         recorder, visits, state = self.recorder, self._visits, self.state
         stop_at, one_node, durable = self.stop_at, self.one_node, self.durable or self.progress
-        max_steps = settings.max_steps
-        stall_threshold = settings.stall_threshold if self.detect else None
+        entered = self._take_control(stop_at is None)
+        max_steps, guarded = graph.settings.max_steps, self._guards
+        stall_threshold = graph.settings.stall_threshold if self.detect else None
         fp: StateFingerprint | None = None  # each walk starts them afresh, at a revisit
         seen: dict[tuple[str, int], int] | None = None
-        guarded = self._guards
         output: Any  # a NodeOutput, or what _recover says of a failure (a bool)
+        name = source = self._fan_out_source  # where the walk comes from
+        start = target
         try:
-            # Past the identity check names compare by value (a router may return an equal str).
-            while target is not END and not (
+            if stop_at is None and self._begin(target):
+                await self._write_first()
+            if isinstance(target, tuple):  # continued from a checkpoint taken after a node
+                name, target = target[0], await self.route_after(*target)
+            while target is not END and not (  # names compare by value past the identity check
                 target is stop_at or (stop_at is not None and target == stop_at)
             ):
                 if type(target) is Branches:
                     stop, target = await self._fan_out_at(name, target)
                     if stop is not None:
-                        return stop
+                        break
                     continue
                 if max_steps is not None and self.steps >= max_steps:
-                    self._stopped_at = target
-                    return "max_steps"
-                if guarded and (refused := self._refusal(target)) is not None:
-                    return refused
-                name = target  # type: ignore[assignment]
-                spec = nodes[name]
+                    self._stopped_at, stop = target, "max_steps"
+                    break
+                if guarded and (stop := self._refusal(target)) is not None:
+                    break
+                spec = nodes[name := target]  # type: ignore[assignment, index]
                 self.steps = step = self.steps + 1
                 visit = visits.get(name, 0) + 1
                 if visit == 2 and fp is None and self.detect:
                     fp, seen = self._start_detection(stall_threshold)
                 if seen is not None and fp is not None:
                     first = seen.setdefault((name, fp.total), step)
-                    if first != step and self._loop_stops_run(name, first):
-                        return "loop"
-                visits[name] = visit
-                state.current_node = name
-                started = perf_counter()
-                recorder.record_at(started, NodeStarted, step, name, visit)
+                    if first != step and (stop := self._loop_stop(name, first)) is not None:
+                        break
+                visits[name], state.current_node = visit, name
+                recorder.record_at(started := perf_counter(), NodeStarted, step, name, visit)
                 quiet = False  # before fingerprints: whether this step left ``data`` as it was
                 if spec.group is not None:
                     ok, goto = await self._run_group(spec, visit, started), None
                     if self._group_hit_limit:
-                        return "max_steps"
+                        stop = "max_steps"
+                        break
                 else:
                     try:
                         if spec.max_visits is not None or spec.reads:
@@ -249,10 +178,9 @@ class Walker(FanOuts, Routing, Detection, Stops):
                         self._complete(spec, output, visit, started)
                         ok, goto = True, output.goto
                         output = None  # not kept while the next node runs
-                if one_node:
-                    return "join"
-                if durable is not None and await self._checkpointed(durable, name, ok, goto):
-                    return "paused"
+                if one_node or (durable and await self._checkpointed(durable, name, ok, goto)):
+                    stop = "join" if one_node else "paused"
+                    break
                 routes = all_routes[name]
                 if goto is None and ok and (routes.static_success or routes.simple) is not None:
                     edge = routes.static_success or match_simple(name, routes, state)
@@ -265,15 +193,86 @@ class Walker(FanOuts, Routing, Detection, Stops):
                         quiet, self._last_total = fp.total == self._last_total, fp.total
                     if quiet or self._unchanged:
                         self._stalled(name, stall_threshold, quiet)
+            else:
+                stop = "end" if target is END and stop_at is not END else "join"
+            name, target = source, start  # the ending's failures: where the walk started
+            return await self._ending(stop)
         except BaseException as exc:
-            self._where = (name, target)  # where the walk was, for walk()'s handlers
+            return await self._cut_short(exc, name, target)
+        finally:
+            leave_control(entered)
+
+    # ------------------------------------------------------- around the loop
+    def _begin(self, target: Any) -> bool:
+        """Announce a whole run; returns whether its first checkpoint is still to be written."""
+        if self.durable is not None and self.durable.event_log:
+            self.recorder.records_calls = True  # the log's readers want them
+            self.recorder.keeps_content = self.durable.event_log == "content"
+        if self.resumed_from is None and not self.resumed_live:
+            self.recorder.record_delivering(RunStarted, 0, target, state=self.state)
+        else:
+            self._announce_resume()
+        return self.first_write is not None
+
+    async def _ending(self, stop: Stop) -> Any:
+        """Once the steps stopped: a branch's Stop, or a whole run's result (checkpointed)."""
+        self._release()  # a walk that stopped after a node, before routing from it
+        if self.stop_at is not None:
+            return stop
+        if self.durable is not None:
+            return await self._stop_durably(stop)
+        if stop == "max_steps":
+            return self._stop_at_limit(self._stopped_at)
+        return self._finish("end" if stop == "join" else stop)
+
+    async def _cut_short(self, exc: BaseException, name: str, at: Any) -> Any:
+        """A walk ``exc`` stopped at ``name`` (about to run ``at``): its result, or ``exc`` again.
+
+        Budgets, the token, questions and takeovers stop a whole run cleanly; its
+        failures are reported (and checkpointed, with a store) and raised on.
+        """
+        top = self.stop_at is None
+        try:
             if isinstance(exc, RoutingError | EdgeError):
                 self._held = None  # the node's RunFailed is its completion
             self._release()
-            raise
-        return "end" if target is END and stop_at is not END else "join"
+            if isinstance(at, tuple):  # a continued run whose route from its checkpoint failed
+                name = at[0]
+            in_fan_out = type(at) is Branches
+            if isinstance(exc, BudgetStop | RunCancelledByToken):
+                return await self._stopped_by(exc, name, in_fan_out)
+            if isinstance(exc, NodeInterrupt):
+                if not top:
+                    raise exc  # the run at the top pauses, with every branch's questions
+                return await self._asked(exc, name, at)
+            if isinstance(exc, ThreadTakenOver):
+                if not top:
+                    raise exc
+                return await self._superseded(exc)
+            if isinstance(exc, GraphRunError):
+                if top:
+                    await self._failed(exc, name, in_fan_out)
+                raise exc
+            if isinstance(exc, Exception):
+                if top:
+                    # Not an engine error (a bug, or a failure nothing wrapped): observers
+                    # still learn that the run ended.
+                    self.recorder.record(
+                        RunFailed,
+                        self.steps,
+                        describe_error(exc),
+                        "run_error",
+                        self.state.current_node,
+                    )
+                raise exc
+            if self._token_cancelled(exc):
+                return await self._stop_safely("cancelled", name, in_fan_out)
+            if top:
+                self._cancelled_from_outside(exc, name)
+            raise exc
+        finally:
+            del exc  # the traceback holds this frame: no cycle through a local
 
-    # ------------------------------------------------------- around the loop
     def _take_control(self, top: bool) -> Any:
         """Set up budgets, cancellation and gates for this walk; returns what leaving needs.
 

@@ -14,7 +14,7 @@ from selectgraph.core._branch import BranchRef
 from selectgraph.core._json_object import JSONObject
 from selectgraph.observe._codec import EVENT_CLASSES, HEAVY_FIELDS, log_entry
 from selectgraph.observe._log_json import log_entries
-from selectgraph.observe._recorder import _code, build_raw, own_fields, span_halves
+from selectgraph.observe._recorder import _code, build_raw, own_fields, span_parts
 from selectgraph.persistence._codec import encode_events
 
 _SAMPLES: dict[str, Any] = {
@@ -74,11 +74,36 @@ def test_every_class_is_written_as_log_entry_writes_it(name: str, content: bool)
 def test_a_span_is_written_as_its_two_events() -> None:
     base = ("run", "graph", ("outer",), None)
     span = (-1, base, 4, 10.5, "work", 2, 10.75, 250.0, "success", 1)
-    started, finished = span_halves(span)
+    started, finished = span_parts(span)
     assert log_entries([span]) == [
         log_entry(build_raw(started)),
         log_entry(build_raw(finished)),
     ]
+
+
+def test_a_span_holding_its_edge_is_written_as_its_three_events() -> None:
+    base = ("run", "graph", ("outer",), None)
+    span = (-1, base, 4, 10.5, "work", 2, 10.75, 250.0, "success", 1, 10.8, END, "static", "")
+    started, finished, fired = span_parts(span)
+    assert fired == (_code(EVENT_CLASSES["EdgeFired"]), base, 4, 10.8, "work", END, "static", "")
+    assert log_entries([span]) == [
+        log_entry(build_raw(started)),
+        log_entry(build_raw(finished)),
+        log_entry(build_raw(fired)),
+    ]
+
+
+def test_an_unobserved_run_writes_from_its_folded_trace_what_log_entry_would() -> None:
+    graph = AgentGraph("loop", max_steps=None)
+    graph.add_node("n", lambda s: {"x": s["x"] + 1})
+    graph.add_edge("n", "n", condition="x < 3")
+    graph.add_edge("n", END)
+    graph.set_entry("n")
+    result = graph.run({"x": 0})
+    raw = list(result.trace._log)  # type: ignore[attr-defined]  # before it is read
+
+    assert [len(entry) for entry in raw if entry[0] == -1] == [14, 14, 14]  # edges folded in
+    assert log_entries(raw) == [log_entry(event) for event in result.trace]
 
 
 def test_entries_are_marked_as_json_and_encode_as_checked_ones_do() -> None:

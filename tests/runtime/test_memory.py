@@ -6,6 +6,7 @@ alive until the cyclic garbage collector ran, and make each collection walk it.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -201,3 +202,28 @@ def test_a_result_and_its_trace_outlive_the_run() -> None:
 
     assert result.state["y"] == 2
     assert [e.type for e in result.trace][-1] == GraphEventType.RUN_FINISHED
+
+
+async def test_a_run_in_flight_is_one_coroutine_frame_above_its_node() -> None:
+    # Thousands of concurrent runs each hold what their walk awaits through: the walk
+    # itself awaits the node, with no coroutine of the engine's in between.
+    release = asyncio.Event()
+
+    async def node(state: Any) -> dict[str, int]:
+        await release.wait()
+        return {"x": 1}
+
+    compiled = AgentGraph.chain(node).compile()
+    task = asyncio.ensure_future(compiled.arun({}))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    chain = []
+    awaited: Any = task.get_coro()
+    while awaited is not None and hasattr(awaited, "cr_code"):
+        chain.append(awaited.cr_code.co_name)
+        awaited = awaited.cr_await
+    release.set()
+    result = await task
+
+    assert chain[:2] == ["walk", "node"]
+    assert result.state["x"] == 1
