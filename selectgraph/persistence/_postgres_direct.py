@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -58,27 +58,12 @@ class DirectWriter:
         thread's save, failed, or is resting after a failure; the statement may or
         may not have been applied, and the pool's path settles it.
         """
-        import psycopg
 
-        if self._closed or time.monotonic() < self._resting_until:
-            return None
-        if not self._lock.acquire(blocking=False):
-            return None  # another thread's save: this one takes the pool's way
-        try:
-            conn = self._conn
-            if conn is None or conn.closed:
-                conn = self._conn = psycopg.connect(self._url, **self._kwargs)
+        def save(conn: Connection[Any]) -> bool:
             row = conn.execute(query, params).fetchone()
-        except psycopg.errors.UniqueViolation:
-            return False
-        except psycopg.Error:
-            # Lost, timed out, refused: not this writer's to retry (see the module docstring).
-            self._drop()
-            self._resting_until = time.monotonic() + _REST_AFTER_FAILURE
-            return None
-        finally:
-            self._lock.release()
-        return row is not None and row[0] == 1
+            return row is not None and row[0] == 1
+
+        return self._attempt(save)
 
     def quick_batch(self, statements: Sequence[tuple[str, dict[str, Any]]]) -> bool | None:
         """Run quick save statements in one transaction: all saved (True), or none.
@@ -89,30 +74,39 @@ class DirectWriter:
         for :meth:`quick_save`: not tried, or the connection failed (the batch may
         have been committed).
         """
+
+        def save_all(conn: Connection[Any]) -> bool:
+            with conn.pipeline(), conn.transaction():
+                cursors = [conn.execute(query, params) for query, params in statements]
+                rows = [cursor.fetchone() for cursor in cursors]
+                if any(row is None or row[0] != 1 for row in rows):
+                    raise _Refused  # rolls the transaction back: nothing of it is stored
+            return True
+
+        return self._attempt(save_all)
+
+    def _attempt(self, save: Callable[[Connection[Any]], bool]) -> bool | None:
+        """``save`` on the connection (opened if need be), for :meth:`quick_save`'s answers."""
         import psycopg
 
         if self._closed or time.monotonic() < self._resting_until:
             return None
         if not self._lock.acquire(blocking=False):
-            return None
+            return None  # another thread's save: this one takes the pool's way
         try:
             conn = self._conn
             if conn is None or conn.closed:
                 conn = self._conn = psycopg.connect(self._url, **self._kwargs)
-            with conn.pipeline(), conn.transaction():
-                cursors = [conn.execute(query, params) for query, params in statements]
-                rows = [cursor.fetchone() for cursor in cursors]
-                if any(row is None or row[0] != 1 for row in rows):
-                    raise _Refused
+            return save(conn)
         except (_Refused, psycopg.errors.UniqueViolation):
-            return False  # rolled back: nothing of the batch is stored
+            return False
         except psycopg.Error:
+            # Lost, timed out, refused: not this writer's to retry (see the module docstring).
             self._drop()
             self._resting_until = time.monotonic() + _REST_AFTER_FAILURE
             return None
         finally:
             self._lock.release()
-        return True
 
     def close(self) -> None:
         """Close the connection; later saves take the pool's path."""
