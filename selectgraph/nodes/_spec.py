@@ -162,12 +162,14 @@ class NodeContext:
         """
         if self.emit is None:
             return
+        # On the run's clock, so the event sits in time where it sits in the trace.
+        recorder = getattr(self.runtime, "recorder", None)
         self.emit(
             kind(
                 run_id=self.run_id,
                 graph=self.graph,
                 step=self.step,
-                timestamp=time.time(),
+                timestamp=recorder.now() if recorder is not None else time.time(),
                 namespace=self.namespace,
                 branch=self.branch,
                 **fields,

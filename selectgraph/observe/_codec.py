@@ -96,7 +96,11 @@ def _branch_from(raw: Any) -> BranchRef | None:
         raise ValueError(f"an event's {exc}") from None
 
 
+ROUNDED: Final = {"timestamp": 6, "duration_ms": 3}
+"""Fields JSON keeps to the microsecond (digits after the point): the rest is clock noise."""
+
 _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+_ROUNDED_FIELDS: dict[type[Any], tuple[tuple[str, int], ...]] = {}
 
 
 def _field_names(kind: type[Any]) -> tuple[str, ...]:
@@ -104,8 +108,18 @@ def _field_names(kind: type[Any]) -> tuple[str, ...]:
     names = _FIELD_NAMES.get(kind)
     if names is None:
         names = tuple(f.name for f in dataclasses.fields(kind) if f.name not in HEAVY_FIELDS)
+        # First: a thread that finds the names finds these too.
+        _ROUNDED_FIELDS[kind] = tuple((n, ROUNDED[n]) for n in names if n in ROUNDED)
         _FIELD_NAMES[kind] = names
     return names
+
+
+def _round_times(kind: type[Any], out: dict[str, Any]) -> None:
+    """Keep ``out``'s times to the microsecond (see :data:`ROUNDED`)."""
+    for name, digits in _ROUNDED_FIELDS[kind]:
+        value = out[name]
+        if type(value) is float and math.isfinite(value):
+            out[name] = round(value, digits)
 
 
 def event_to_json(event: _events.GraphEvent, *, state: bool = False) -> dict[str, Any]:
@@ -120,6 +134,7 @@ def event_to_json(event: _events.GraphEvent, *, state: bool = False) -> dict[str
     for name in _field_names(type(event)):
         value = getattr(event, name)
         out[name] = value if type(value) in PLAIN_TYPES else json_value(value)
+    _round_times(type(event), out)
     out["node_path"] = list(event.node_path)
     if state:
         live = getattr(event, "state", None)

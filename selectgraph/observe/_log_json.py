@@ -21,6 +21,7 @@ from selectgraph.observe._codec import (
     CONTENT_ONLY,
     HEAVY_FIELDS,
     PLAIN_TYPES,
+    ROUNDED,
     json_value,
     log_entry,
 )
@@ -133,6 +134,11 @@ def _value(name: str, source: str) -> str:
     if name == "namespace":  # a tuple of names, most often empty
         return f"(j({source}) if {source} else [])"
     finite_float = f"(type({source}) is float and finite({source}))"  # times, durations
+    if name in ROUNDED:  # as event_to_json keeps them: to the microsecond
+        return (
+            f"(round({source}, {ROUNDED[name]}) if {finite_float} "
+            f"else {source} if type({source}) in plain else j({source}))"
+        )
     return f"({source} if type({source}) in plain or {finite_float} else j({source}))"
 
 

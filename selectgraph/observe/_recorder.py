@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final, overload
 
 from selectgraph.observe._delivery import run_ended
@@ -397,9 +398,15 @@ class EventRecorder:
         self.keeps_content: bool = parent is not None and parent.keeps_content
         """Whether model calls keep their request and completion in the log: for an
         event log that stores content (``event_log="content"``: prompts, replies)."""
-        # Steps already read perf_counter(); one anchor turns those readings
-        # into wall-clock timestamps without a time.time() call per event.
-        self._wall_offset = _wall_offset()
+        # Every event of a run is timed by perf_counter() plus one anchor, the
+        # run's (subgraphs and branches take their parent's): timestamps then
+        # follow the order events were recorded in, which time.time() beside
+        # perf_counter() readings did not (the two drift apart by microseconds).
+        self._wall_offset: float = parent._wall_offset if parent is not None else _wall_offset()
+
+    def now(self) -> float:
+        """The wall-clock time of an event recorded now, on the run's one clock."""
+        return perf_counter() + self._wall_offset
 
     @property
     def branch(self) -> BranchRef | None:
@@ -460,9 +467,11 @@ class EventRecorder:
             # _record's body, inline: this runs for every event of an observed run.
             way = self._ways.get((cls, len(values))) or self._way(cls, len(values))
             if way[1] is None:
-                self._log.append((way[3], self._base, step, time.time(), *values))
+                self._log.append(
+                    (way[3], self._base, step, perf_counter() + self._wall_offset, *values)
+                )
                 return
-            raw = (way[3], self._base, step, time.time(), *values)
+            raw = (way[3], self._base, step, perf_counter() + self._wall_offset, *values)
             # The trace keeps the tuple: the event dies with its last listener's use
             # of it, not in a garbage collection of a long run's trace.
             self._log.append(raw)
@@ -482,7 +491,7 @@ class EventRecorder:
         code = _CODES.get(cls)
         if code is None:
             code = _code(cls)
-        self._log.append((code, self._base, step, time.time(), *values))
+        self._log.append((code, self._base, step, perf_counter() + self._wall_offset, *values))
 
     def record_at(self, clock: float, cls: type[GraphEvent], step: int, *values: Any) -> None:
         """Like :meth:`record`, timestamped from a ``perf_counter()`` reading the caller took."""
@@ -656,7 +665,7 @@ class EventRecorder:
                 and last[2] == step
                 and last[4] == source
             ):
-                log[-1] = (*last, time.time(), target, kind, label)
+                log[-1] = (*last, perf_counter() + self._wall_offset, target, kind, label)
                 return
         self.record(EdgeFired, step, source, target, kind, label)
 
@@ -669,7 +678,7 @@ class EventRecorder:
         in it would make a reference cycle, and a finished run's state would
         then wait for the cyclic garbage collector instead of being freed at once.
         """
-        raw = (_code(cls), self._base, step, time.time(), *values)
+        raw = (_code(cls), self._base, step, self.now(), *values)
         self._log.append(raw)
         if self._wanted(cls):
             self._deliver(_build(raw, deliver_only))
@@ -680,7 +689,7 @@ class EventRecorder:
         The content stays in the log only when the run stores content; listeners
         always get it.
         """
-        raw = (_code(cls), self._base, step, time.time(), *values)
+        raw = (_code(cls), self._base, step, self.now(), *values)
         if self.keeps_content:
             event = _build(raw, content)
             self._log.append(event)
