@@ -9,14 +9,11 @@ its runs use when given none.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import threading
 from collections.abc import (
     AsyncIterator,
-    Awaitable,
-    Callable,
     Coroutine,
     Iterable,
     Mapping,
@@ -24,6 +21,7 @@ from collections.abc import (
 )
 from typing import Any, Protocol, TypeVar
 
+from selectgraph.compile._inbox import inbox
 from selectgraph.compile._options import NO_RESPONSE, GraphInput, PauseSignal
 from selectgraph.core._control import cancellable
 from selectgraph.core._interrupts import interrupt_run_id
@@ -31,10 +29,9 @@ from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._sync import run_sync
-from selectgraph.observe._events import GraphEvent
 from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import Listener
-from selectgraph.observe._stream import StreamMode, every_event_converter, stream_converter
+from selectgraph.observe._stream import StreamMode, stream_converter
 from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._seed_store import SeedCheckpointStore, as_checkpoint_store
 from selectgraph.runtime._durable import Durability, EventLog
@@ -385,73 +382,6 @@ async def _yielding_sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-def _inbox(
-    convert: Callable[[GraphEvent], tuple[Any, ...]],
-) -> tuple[
-    collections.deque[Any],
-    Callable[[GraphEvent], None],
-    Callable[[Any], None],
-    Callable[[], Awaitable[None]],
-]:
-    """Where a stream's items wait for its consumer: (items, listener, push, wait).
-
-    Items wait in a deque: appending is atomic, so a worker thread driving the run
-    (or a branch's blocking node) appends without a lock. A flag says a wake-up of
-    the consumer is already on its way: one per batch of items rather than one per
-    item, and none while the consumer is busy taking items. ``wait`` returns when
-    items may be ready; the listener declares the event types ``convert`` needs.
-    """
-    every_event = convert is every_event_converter
-    pending: collections.deque[Any] = collections.deque()
-    loop = asyncio.get_running_loop()
-    home = threading.get_ident()
-    scheduled = [False]
-    waiter: list[asyncio.Future[None] | None] = [None]
-
-    def wake() -> None:
-        future = waiter[0]
-        if future is not None and not future.done():
-            future.set_result(None)
-
-    def push(item: Any) -> None:  # on the loop's thread
-        pending.append(item)
-        if not scheduled[0]:
-            scheduled[0] = True
-            wake()
-
-    def deliver(event: GraphEvent) -> None:
-        if every_event:
-            pending.append(event)
-        else:
-            items = convert(event)
-            if not items:
-                return
-            pending.extend(items)
-        if scheduled[0]:
-            return
-        scheduled[0] = True
-        if threading.get_ident() == home:
-            wake()
-        else:
-            loop.call_soon_threadsafe(wake)
-
-    async def wait() -> None:
-        # Cleared before the last look: an item appended after it schedules a wake-up.
-        scheduled[0] = False
-        if pending:
-            return
-        future = waiter[0] = loop.create_future()
-        try:
-            await future
-        finally:
-            waiter[0] = None
-
-    # A mode that needs only some events (``"updates"``: NodeFinished) has the run
-    # build no others for the stream.
-    deliver.event_types = getattr(convert, "event_types", None)  # type: ignore[attr-defined]
-    return pending, deliver, push, wait
-
-
 async def stream_run(
     graph: RunProgram,
     input: GraphInput,
@@ -475,7 +405,7 @@ async def stream_run(
     Raises:
         GraphRunError: after the run's last event, if the run failed.
     """
-    pending, deliver, push, wait = _inbox(stream_converter(stream_mode))
+    pending, deliver, push, wait = inbox(stream_converter(stream_mode))
     listeners = (*observers, deliver)
     options = durable_options(
         graph,
