@@ -15,20 +15,21 @@ import threading
 from collections.abc import (
     AsyncIterator,
     Coroutine,
+    Generator,
     Iterable,
     Mapping,
     Sequence,
 )
 from typing import Any, Protocol, TypeVar
 
-from selectgraph.compile._inbox import inbox
+from selectgraph.compile._inbox import blocking_inbox, inbox
 from selectgraph.compile._options import NO_RESPONSE, GraphInput, PauseSignal
 from selectgraph.core._control import cancellable
 from selectgraph.core._interrupts import interrupt_run_id
 from selectgraph.core._result import GraphResult
 from selectgraph.core._run_errors import GraphRunError
 from selectgraph.core._serialization import StateSerializer
-from selectgraph.core._sync import run_sync
+from selectgraph.core._sync import iterate_sync, run_sync
 from selectgraph.observe._observer import Observer, as_listener
 from selectgraph.observe._recorder import Listener
 from selectgraph.observe._stream import StreamMode, stream_converter
@@ -36,7 +37,7 @@ from selectgraph.persistence._protocol import CheckpointStore
 from selectgraph.persistence._seed_store import SeedCheckpointStore, as_checkpoint_store
 from selectgraph.runtime._durable import Durability, EventLog
 from selectgraph.runtime._guard import fast_route_target, guard_input, guard_start
-from selectgraph.runtime._offload import halting, run_elsewhere
+from selectgraph.runtime._offload import halting, run_elsewhere, start_elsewhere
 from selectgraph.runtime._program import GraphProgram
 from selectgraph.runtime._restore import DurableOptions
 from selectgraph.runtime._resume import resume_run, start_durable_run
@@ -55,6 +56,8 @@ __all__ = [
     "run_blocking",
     "store_for",
     "stream_run",
+    "stream_sync",
+    "StreamRequest",
 ]
 
 T = TypeVar("T")
@@ -382,45 +385,62 @@ async def _yielding_sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-async def stream_run(
-    graph: RunProgram,
-    input: GraphInput,
-    observers: Sequence[Observer | Listener],
-    run_id: str | None,
-    checkpoint_store: CheckpointStore | SeedCheckpointStore | None,
-    checkpoint_id: str | None,
-    durability: Durability,
-    pause: PauseSignal | None,
-    pause_before: Iterable[str] | None,
-    pause_after: Iterable[str] | None,
-    serializer: StateSerializer | None,
-    stream_mode: StreamMode | Sequence[StreamMode],
-    thread: ThreadOptions | None = None,
-    event_log: EventLog | None = None,
-    config: Mapping[str, Any] | None = None,
-    migrate: Mapping[str, str] | None = None,
-) -> AsyncIterator[Any]:
-    """Run ``graph`` and yield what ``stream_mode`` asks for as it happens.
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamRequest:
+    """What ``astream()`` and ``stream()`` were asked: a run of ``graph`` and what to yield."""
+
+    graph: RunProgram
+    input: GraphInput
+    observers: Sequence[Observer | Listener]
+    run_id: str | None
+    checkpoint_store: CheckpointStore | SeedCheckpointStore | None
+    checkpoint_id: str | None
+    durability: Durability
+    pause: PauseSignal | None
+    pause_before: Iterable[str] | None
+    pause_after: Iterable[str] | None
+    serializer: StateSerializer | None
+    stream_mode: StreamMode | Sequence[StreamMode]
+    thread: ThreadOptions | None = None
+    event_log: EventLog | None = None
+    config: Mapping[str, Any] | None = None
+    migrate: Mapping[str, str] | None = None
+
+    def options(self) -> DurableOptions | None:
+        """The run's durable options, checked."""
+        return durable_options(
+            self.graph,
+            self.checkpoint_store,
+            self.durability,
+            self.pause,
+            self.pause_before,
+            self.pause_after,
+            self.serializer,
+            self.thread,
+            self.event_log,
+            self.migrate,
+        )
+
+
+async def stream_run(request: StreamRequest) -> AsyncIterator[Any]:
+    """Run the request's graph and yield what its ``stream_mode`` asks for as it happens.
 
     Raises:
         GraphRunError: after the run's last event, if the run failed.
     """
-    pending, deliver, push, wait = inbox(stream_converter(stream_mode))
-    listeners = (*observers, deliver)
-    options = durable_options(
-        graph,
-        checkpoint_store,
-        durability,
-        pause,
-        pause_before,
-        pause_after,
-        serializer,
-        thread,
-        event_log,
-        migrate,
-    )
+    pending, deliver, push, wait = inbox(stream_converter(request.stream_mode))
+    listeners = (*request.observers, deliver)
     task = asyncio.ensure_future(
-        execute(graph, input, listeners, run_id, _yielding_sleep, options, checkpoint_id, config)
+        execute(
+            request.graph,
+            request.input,
+            listeners,
+            request.run_id,
+            _yielding_sleep,
+            request.options(),
+            request.checkpoint_id,
+            request.config,
+        )
     )
     task.add_done_callback(lambda _: push(_STREAM_END))
     try:
@@ -437,3 +457,60 @@ async def stream_run(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, GraphRunError):
                 await task
+
+
+def stream_sync(request: StreamRequest) -> Generator[Any, None, None]:
+    """:func:`stream_run` for a plain ``for`` loop (``stream()``).
+
+    A graph ``arun()`` would drive on a worker thread (all synchronous) is driven
+    on one here too, its items handed straight to the caller's thread. Any other
+    runs in an event loop of its own on a thread (``iterate_sync``): three threads
+    where two do.
+
+    Raises:
+        GraphRunError: after the run's last event, if the run failed.
+    """
+    if not runs_elsewhere(request.graph, _yielding_sleep):
+        yield from iterate_sync(lambda: stream_run(request))
+        return
+    pending, deliver, push, wait = blocking_inbox(stream_converter(request.stream_mode))
+    listeners = (*request.observers, deliver)
+    halt = threading.Event()
+    with halting(halt):
+        started = _start(
+            request.graph,
+            request.input,
+            listeners,
+            request.run_id,
+            blocking_sleep,
+            request.options(),
+            request.checkpoint_id,
+            request.config,
+        )
+    failure: list[BaseException | None] = []
+    over = threading.Event()
+
+    def ended(_: Any, error: BaseException | None) -> None:  # on the run's thread
+        failure.append(error)
+        over.set()
+        push(_STREAM_END)
+
+    start_elsewhere(started, halt, ended)
+    try:
+        while True:
+            while pending:
+                item = pending.popleft()
+                if item is _STREAM_END:
+                    if failure[0] is not None:
+                        raise failure[0]  # after the run's last event
+                    return
+                yield item
+            wait()
+    finally:
+        if not over.is_set():
+            halt.set()  # left early: the run stops before its next node, as a cancelled one
+            over.wait(_STOP_WAIT)
+
+
+_STOP_WAIT = 30.0
+"""Seconds a stream left early waits for its run to stop (it stops at a node boundary)."""

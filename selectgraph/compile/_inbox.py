@@ -14,6 +14,10 @@ thread at once: a timer it set wakes it :data:`WAKE_DELAY` later if items came
 meanwhile. A consumer that has slept longer than that (the run was busy in a
 model call, say) is woken at once. Either way an item waits at most
 :data:`WAKE_DELAY` plus the loop's own delays.
+
+:func:`blocking_inbox` is the same for a consumer in a thread of its own, the
+caller of ``stream()``, with a ``threading.Event`` for the future and its
+timed wait for the timer.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any, Final
 from selectgraph.observe._events import GraphEvent
 from selectgraph.observe._stream import every_event_converter
 
-__all__ = ["WAKE_DELAY", "inbox"]
+__all__ = ["WAKE_DELAY", "blocking_inbox", "inbox"]
 
 WAKE_DELAY: Final = 0.001
 """Seconds a consumer that just went to sleep may wait for items from another thread."""
@@ -108,5 +112,61 @@ def inbox(
 
     # A mode that needs only some events (``"updates"``: NodeFinished) has the run
     # build no others for the stream.
+    deliver.event_types = getattr(convert, "event_types", None)  # type: ignore[attr-defined]
+    return pending, deliver, push, wait
+
+
+def blocking_inbox(
+    convert: Callable[[GraphEvent], tuple[Any, ...]],
+) -> tuple[
+    collections.deque[Any],
+    Callable[[GraphEvent], None],
+    Callable[[Any], None],
+    Callable[[], None],
+]:
+    """:func:`inbox` for a consumer that blocks: (items, listener, push, wait).
+
+    Every producer is another thread than the consumer's. ``push`` adds an item
+    and wakes the consumer at once (the end of the stream); ``wait`` blocks until
+    items may be ready.
+    """
+    every_event = convert is every_event_converter
+    pending: collections.deque[Any] = collections.deque()
+    ready = threading.Event()
+    scheduled = [False]
+    timer_until = [0.0]  # as in inbox(): until then, the consumer's timed wait looks itself
+
+    def push(item: Any) -> None:
+        pending.append(item)
+        scheduled[0] = True
+        ready.set()
+
+    def deliver(event: GraphEvent) -> None:
+        if every_event:
+            pending.append(event)
+        else:
+            items = convert(event)
+            if not items:
+                return
+            pending.extend(items)
+        if scheduled[0]:
+            return
+        scheduled[0] = True
+        if monotonic() >= timer_until[0]:
+            ready.set()
+
+    def wait() -> None:
+        ready.clear()
+        scheduled[0] = False  # cleared before the last look, as in inbox()
+        if pending:
+            return
+        timer_until[0] = monotonic() + WAKE_DELAY
+        if ready.wait(WAKE_DELAY):
+            return
+        timer_until[0] = 0.0  # first: an item appended after the look below sets ``ready``
+        if pending:
+            return
+        ready.wait()
+
     deliver.event_types = getattr(convert, "event_types", None)  # type: ignore[attr-defined]
     return pending, deliver, push, wait

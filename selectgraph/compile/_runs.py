@@ -27,6 +27,7 @@ from selectgraph.compile._ascii import render_ascii
 from selectgraph.compile._dag import export_dag
 from selectgraph.compile._execute import (
     RunProgram,
+    StreamRequest,
     continue_run,
     drive,
     drive_sleep,
@@ -35,6 +36,7 @@ from selectgraph.compile._execute import (
     run_blocking,
     store_for,
     stream_run,
+    stream_sync,
 )
 from selectgraph.compile._graph_tool import GraphTool
 from selectgraph.compile._langgraph import invoke_run, state_values
@@ -45,7 +47,6 @@ from selectgraph.core._errors import ResumeError
 from selectgraph.core._result import GraphResult
 from selectgraph.core._serialization import StateSerializer
 from selectgraph.core._state import GraphState
-from selectgraph.core._sync import iterate_sync
 from selectgraph.observe._delivery import DrainSummary, drain_events_for
 from selectgraph.observe._delivery import drain as drain_observers
 from selectgraph.observe._observer import Observer
@@ -467,7 +468,7 @@ class RunMethods:
         kind, graph, start, chosen = invoke_run(self._compiled_graph(), input, config, options)
         if kind == "resume":
             raise TypeError("stream() starts or continues a run; resume with invoke(Command(...))")
-        return iterate_sync(lambda: graph.astream(start, stream_mode=stream_mode, **chosen))
+        return _streamed(graph, start, stream_mode, chosen)
 
     # ------------------------------------------------------------- streaming
     def astream(
@@ -512,6 +513,52 @@ class RunMethods:
         """
         # Only compiling happens now; the stream checks its options when first read.
         return stream_run(
+            self._stream_request(
+                input,
+                observers=observers,
+                run_id=run_id,
+                checkpoint_store=checkpoint_store,
+                checkpoint_id=checkpoint_id,
+                durability=durability,
+                pause=pause,
+                pause_before=pause_before,
+                pause_after=pause_after,
+                serializer=serializer,
+                stream_mode=stream_mode,
+                thread_id=thread_id,
+                multitask_strategy=multitask_strategy,
+                thread_metadata=thread_metadata,
+                thread_ttl=thread_ttl,
+                event_log=event_log,
+                config=config,
+                migrate=migrate,
+            )
+        )
+
+    def _stream_request(
+        self,
+        input: GraphInput = None,
+        *,
+        observers: Sequence[Observer | Listener] = (),
+        run_id: str | None = None,
+        checkpoint_store: CheckpointStore | SeedCheckpointStore | None = None,
+        checkpoint_id: str | None = None,
+        durability: Durability = "sync",
+        pause: PauseSignal | None = None,
+        pause_before: Iterable[str] | None = None,
+        pause_after: Iterable[str] | None = None,
+        serializer: StateSerializer | None = None,
+        stream_mode: StreamMode | Sequence[StreamMode] = "events",
+        thread_id: str | None = None,
+        multitask_strategy: MultitaskStrategy = "reject",
+        thread_metadata: Mapping[str, Any] | None = None,
+        thread_ttl: float | None = None,
+        event_log: EventLog | None = None,
+        config: Mapping[str, Any] | None = None,
+        migrate: Mapping[str, str] | None = None,
+    ) -> StreamRequest:
+        """:meth:`astream`'s arguments, for ``astream()`` and ``stream()`` alike."""
+        return StreamRequest(
             self._compiled_graph(),
             input,
             observers,
@@ -672,3 +719,13 @@ def _config_thread(config: Mapping[str, Any]) -> str:
             f"a config names a thread in config['configurable']['thread_id']; got {dict(config)!r}"
         )
     return str(thread_id)
+
+
+def _streamed(
+    graph: RunMethods,
+    input: Any,
+    stream_mode: StreamMode | Sequence[StreamMode],
+    options: dict[str, Any],
+) -> Generator[Any, None, None]:
+    """What ``stream()`` yields; its options are checked when it is first read, as astream's."""
+    yield from stream_sync(graph._stream_request(input, stream_mode=stream_mode, **options))

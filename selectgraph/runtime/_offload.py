@@ -27,13 +27,13 @@ import asyncio
 import contextlib
 import contextvars
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from selectgraph.runtime._branches import Workers, drive
 
-__all__ = ["current_halt", "halting", "run_elsewhere"]
+__all__ = ["current_halt", "halting", "run_elsewhere", "start_elsewhere"]
 
 T = TypeVar("T")
 
@@ -60,6 +60,30 @@ def halting(halt: threading.Event) -> Iterator[None]:
         _halt.reset(token)
 
 
+def start_elsewhere(
+    run: Coroutine[Any, Any, T],
+    halt: threading.Event,
+    done: Callable[[T | None, BaseException | None], None],
+) -> None:
+    """Drive ``run`` (made under :func:`halting`) on a worker thread; then ``done(value, error)``.
+
+    ``done`` is called on that thread, once, with the run's value or what it raised.
+    """
+    with halting(halt):
+        context = contextvars.copy_context()  # the run's budgets and halt go with it
+
+    def body() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = context.run(drive, run)
+        except BaseException as exc:  # handed to whoever waits for the run
+            error = exc
+        done(value, error)
+
+    _workers.submit(body)
+
+
 async def run_elsewhere(run: Coroutine[Any, Any, T], halt: threading.Event) -> T:
     """Drive ``run`` (a run that never suspends, made under :func:`halting`) on a thread.
 
@@ -72,8 +96,6 @@ async def run_elsewhere(run: Coroutine[Any, Any, T], halt: threading.Event) -> T
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[T] = loop.create_future()
-    with halting(halt):
-        context = contextvars.copy_context()  # the run's budgets and halt go with it
 
     def settle(value: Any, error: BaseException | None) -> None:  # on the loop's thread
         if done.cancelled():
@@ -83,17 +105,11 @@ async def run_elsewhere(run: Coroutine[Any, Any, T], halt: threading.Event) -> T
         else:
             done.set_result(value)
 
-    def body() -> None:
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            value = context.run(drive, run)
-        except BaseException as exc:  # handed to the awaiting task, raised there
-            error = exc
+    def ended(value: Any, error: BaseException | None) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits it any more
             loop.call_soon_threadsafe(settle, value, error)
 
-    _workers.submit(body)
+    start_elsewhere(run, halt, ended)
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
