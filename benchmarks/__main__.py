@@ -180,6 +180,15 @@ OBSERVABILITY = [
         langgraph_calls=1,
     ),
     Case(
+        "loop1000_stream",
+        "µs/step",
+        w.LOOP_STEPS,
+        3,
+        obs.selectgraph_loop_stream,
+        obs.langgraph_loop_stream,
+        langgraph_calls=1,
+    ),
+    Case(
         "loop1000_otel",
         "µs/step",
         w.LOOP_STEPS,
@@ -189,7 +198,7 @@ OBSERVABILITY = [
         Target(3.0, "loop1000"),
     ),
 ]
-"""Issue 10: loop1000 observed three ways, each against the bare loop1000."""
+"""Issue 10: loop1000 observed four ways, each against the bare loop1000."""
 
 SWEEP = [10, 1_000, 10_000]
 """State sizes (keys) for the per-step flatness sweep."""

@@ -1,8 +1,9 @@
 """Observability (issue 10): what watching a run costs, and what a budget check costs.
 
-Three variants of loop1000 (an observer counting events, ``astream()`` consumed,
-OpenTelemetry tracing to memory) are timed by the harness in ``__main__`` like the
-other workloads, against their LangGraph equivalents where there is a fair one.
+Four variants of loop1000 (an observer counting events, ``astream()`` consumed,
+``stream()`` consumed from sync code, OpenTelemetry tracing to memory) are timed by
+the harness in ``__main__`` like the other workloads, against their LangGraph
+equivalents where there is a fair one.
 The budget check is timed here: a one-agent graph run through ``arun()`` with and
 without budgets, interleaved, and ``check_call`` (a model call's budget check) on its
 own, taken apart, to show where its time goes.
@@ -94,6 +95,17 @@ def selectgraph_loop_astream() -> w.AsyncWorkload:
         return items
 
     w._check(asyncio.run(consume()), LOOP_EVENTS, "loop1000_astream: events streamed")
+    return consume
+
+
+def selectgraph_loop_stream() -> w.Workload:
+    """loop1000 through ``stream()`` from sync code (LangGraph's default "updates"), consumed."""
+    compiled = _loop_graph()
+
+    def consume() -> int:
+        return sum(1 for _ in compiled.stream({"x": 0}))
+
+    w._check(consume(), w.LOOP_STEPS, "loop1000_stream: updates streamed")
     return consume
 
 
@@ -229,9 +241,24 @@ def langgraph_loop_astream() -> w.AsyncWorkload:
     return consume
 
 
+def langgraph_loop_stream() -> w.Workload:
+    """LangGraph: loop1000 through ``stream()`` (its default, "updates"), every item consumed."""
+    from langchain_core.runnables import RunnableConfig
+
+    graph = _lg_loop()
+    config: RunnableConfig = {"recursion_limit": w.LOOP_STEPS + 10}
+
+    def consume() -> int:
+        return sum(1 for _ in graph.stream({"x": 0}, config))
+
+    w._check(consume(), w.LOOP_STEPS, "loop1000_stream (LangGraph): updates")
+    return consume
+
+
 VARIANTS: dict[str, Callable[[], Any]] = {
     "loop1000_observer": selectgraph_loop_observer,
     "loop1000_astream": selectgraph_loop_astream,
+    "loop1000_stream": selectgraph_loop_stream,
     "loop1000_otel": selectgraph_loop_otel,
 }
 """The variants, by case name, as ``interleaved`` times them against the bare loop."""
