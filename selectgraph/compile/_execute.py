@@ -459,13 +459,17 @@ async def stream_run(request: StreamRequest) -> AsyncIterator[Any]:
                 await task
 
 
+_STOP_WAIT = 30.0
+"""Seconds a stream left early waits for its run to stop (it stops at a node boundary)."""
+
+
 def stream_sync(request: StreamRequest) -> Generator[Any, None, None]:
     """:func:`stream_run` for a plain ``for`` loop (``stream()``).
 
     A graph ``arun()`` would drive on a worker thread (all synchronous) is driven
-    on one here too, its items handed straight to the caller's thread. Any other
-    runs in an event loop of its own on a thread (``iterate_sync``): three threads
-    where two do.
+    on one here too, its items handed straight to the caller's thread, with no
+    event loop between them. Any other graph runs in an event loop of its own on
+    a thread (``iterate_sync``).
 
     Raises:
         GraphRunError: after the run's last event, if the run failed.
@@ -510,7 +514,3 @@ def stream_sync(request: StreamRequest) -> Generator[Any, None, None]:
         if not over.is_set():
             halt.set()  # left early: the run stops before its next node, as a cancelled one
             over.wait(_STOP_WAIT)
-
-
-_STOP_WAIT = 30.0
-"""Seconds a stream left early waits for its run to stop (it stops at a node boundary)."""
