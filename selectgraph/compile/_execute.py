@@ -499,8 +499,8 @@ def stream_sync(request: StreamRequest) -> Generator[Any, None, None]:
         over.set()
         push(_STREAM_END)
 
-    start_elsewhere(started, halt, ended)
     try:
+        start_elsewhere(started, halt, ended)
         while True:
             while pending:
                 item = pending.popleft()

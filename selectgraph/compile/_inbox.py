@@ -70,14 +70,15 @@ def inbox(
 
     def on_timer() -> None:
         timer_until[0] = 0.0  # first: an item appended after the look below wakes it itself
-        if pending:
+        # A set flag with nothing pending: a producer, switched out between its look
+        # at the flag and setting it, saw this timer and left the wake-up to it.
+        if pending or scheduled[0]:
             wake()
 
-    def push(item: Any) -> None:  # on the loop's thread
+    def push(item: Any) -> None:  # on the loop's thread: waking costs nothing
         pending.append(item)
-        if not scheduled[0]:
-            scheduled[0] = True
-            wake()
+        scheduled[0] = True
+        wake()
 
     def deliver(event: GraphEvent) -> None:
         if every_event:
@@ -97,12 +98,14 @@ def inbox(
         # else: the consumer's timer finds the item (appended before the look above)
 
     async def wait() -> None:
+        # The timer's time before the flag is cleared: a producer that finds the flag
+        # clear then leaves the wake-up to the timer, set below unless items came.
+        timer_until[0] = monotonic() + WAKE_DELAY
         # Cleared before the last look: an item appended after it schedules a wake-up.
         scheduled[0] = False
         if pending:
             return
         future = waiter[0] = loop.create_future()
-        timer_until[0] = monotonic() + WAKE_DELAY
         timer = loop.call_later(WAKE_DELAY, on_timer)
         try:
             await future
@@ -156,15 +159,15 @@ def blocking_inbox(
             ready.set()
 
     def wait() -> None:
+        timer_until[0] = monotonic() + WAKE_DELAY  # before the flag is cleared, as in inbox()
         ready.clear()
         scheduled[0] = False  # cleared before the last look, as in inbox()
         if pending:
             return
-        timer_until[0] = monotonic() + WAKE_DELAY
         if ready.wait(WAKE_DELAY):
             return
         timer_until[0] = 0.0  # first: an item appended after the look below sets ``ready``
-        if pending:
+        if pending or scheduled[0]:  # a flag set late, as in inbox()'s on_timer
             return
         ready.wait()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
@@ -47,9 +48,12 @@ _DONE = object()
 def iterate_sync(make: Callable[[], AsyncIterator[T]]) -> Generator[T, None, None]:
     """The items of the async iterator ``make()`` returns, for a plain ``for`` loop.
 
-    The iterator runs on a worker thread with an event loop of its own; items are
-    handed over through a queue as they come. Leaving the loop early cancels it.
+    The iterator runs on a worker thread with an event loop of its own, in a copy
+    of the caller's context (a graph streamed inside a node shares the run's
+    budgets, as one it runs does); items are handed over through a queue as they
+    come. Leaving the loop early cancels it.
     """
+    context = contextvars.copy_context()
     items: queue.Queue[Any] = queue.Queue()
     stop = threading.Event()
     state: dict[str, Any] = {}
@@ -69,7 +73,7 @@ def iterate_sync(make: Callable[[], AsyncIterator[T]]) -> Generator[T, None, Non
         loop = asyncio.new_event_loop()
         state["loop"] = loop
         try:
-            task = loop.create_task(pump())
+            task = loop.create_task(pump(), context=context)
             state["task"] = task
             loop.run_until_complete(task)
         except BaseException as exc:

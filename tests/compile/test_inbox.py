@@ -75,6 +75,9 @@ async def test_a_thread_does_not_wake_a_consumer_that_just_went_to_sleep(
 ) -> None:
     now = [1000.0]
     monkeypatch.setattr(_inbox, "monotonic", lambda: now[0])  # the inbox's clock stands still
+    # The burst comes long before the consumer's timer: under any load its first
+    # timer must not fire empty-handed, or the burst's first item wakes it itself.
+    monkeypatch.setattr(_inbox, "WAKE_DELAY", 1.0)
     pending, deliver, _, wait = inbox(every_event_converter)
     wakes = _counting_wakes(monkeypatch)
     slept = threading.Event()
@@ -161,3 +164,96 @@ async def test_astream_of_a_synchronous_graph_streams_every_event() -> None:
 
     assert [type(e).__name__ for e in streamed] == [type(e).__name__ for e in seen]
     assert result.state["x"] == 500
+
+
+# ------------------------------------------- a producer switched out mid-deliver
+def _switched_out_before_the_flag(deliver: Any) -> tuple[threading.Event, threading.Event]:
+    """Pause the next ``deliver`` call on this thread just before it sets its flag.
+
+    A line-trace hook stands in for the thread switch CPython may make there under
+    a tracer or without a GIL: the item is appended, the flag read as clear.
+    """
+    import inspect
+    import sys
+
+    lines, first = inspect.getsourcelines(deliver)
+    store = first + next(i for i, line in enumerate(lines) if "scheduled[0] = True" in line)
+    paused, release = threading.Event(), threading.Event()
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line" and frame.f_lineno == store and not paused.is_set():
+            paused.set()
+            release.wait(30)
+        return local
+
+    def hook(frame: Any, event: str, arg: Any) -> Any:
+        return local if frame.f_code is deliver.__code__ else None
+
+    sys.settrace(hook)
+    return paused, release
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+async def test_a_flag_set_late_does_not_leave_the_consumer_asleep(
+    monkeypatch: pytest.MonkeyPatch, blocking: bool
+) -> None:
+    import sys
+
+    monkeypatch.setattr(_inbox, "WAKE_DELAY", 0.3)  # wide windows, so the switch lands in one
+    loop = asyncio.get_running_loop()
+    got: list[Any] = []
+    took_x = threading.Event()
+
+    def take(pending: Any) -> bool:
+        """Take what is pending; whether the stream ended (or y, the last item, came)."""
+        while pending:
+            item = pending.popleft()
+            if item is _END:
+                return True
+            got.append(item)
+            took_x.set()
+        return bool(got) and got[-1] == "y"
+
+    consumer: Any
+    if blocking:
+        pending, deliver, push, blocking_wait = _inbox.blocking_inbox(every_event_converter)
+
+        def blocking_consumer() -> None:
+            while not take(pending):
+                blocking_wait()
+
+        consumer = loop.run_in_executor(None, blocking_consumer)
+    else:
+        pending, deliver, push, wait = inbox(every_event_converter)
+
+        async def async_consumer() -> None:
+            while not take(pending):
+                await wait()
+
+        consumer = loop.create_task(async_consumer())
+
+    def producer() -> None:
+        paused, release = _switched_out_before_the_flag(deliver)
+        try:
+
+            def resume() -> None:  # once the consumer took x: it then sleeps on its next wait
+                paused.wait(30)
+                took_x.wait(30)
+                release.set()
+
+            threading.Thread(target=resume).start()
+            deliver("x")  # type: ignore[arg-type]
+        finally:
+            sys.settrace(None)
+
+    try:
+        await asyncio.sleep(0.05)  # the consumer sleeps on its first wait
+        await loop.run_in_executor(None, producer)  # x taken by the timer; then the late flag
+        await asyncio.sleep(0.5)  # past the consumer's next timer: it sleeps without one now
+        await loop.run_in_executor(None, deliver, "y")  # type: ignore[arg-type]
+        async with asyncio.timeout(10):  # the flag stuck set: y would never be delivered
+            await asyncio.shield(consumer)
+        assert got == ["x", "y"]
+    finally:
+        loop.call_soon(push, _END)  # never leave a consumer behind
+        await consumer

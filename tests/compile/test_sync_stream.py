@@ -147,6 +147,9 @@ def test_a_thread_does_not_wake_a_consumer_that_just_went_to_sleep(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_inbox, "monotonic", lambda: 1000.0)  # the inbox's clock stands still
+    # The burst comes long before the consumer's timer: under any load its first
+    # timer must not fire empty-handed, or the burst's first item wakes it itself.
+    monkeypatch.setattr(_inbox, "WAKE_DELAY", 1.0)
     shim = types.SimpleNamespace(Event=_CountingEvent, get_ident=threading.get_ident)
     monkeypatch.setattr(_inbox, "threading", shim)
     monkeypatch.setattr(_CountingEvent, "sets", 0)
@@ -198,3 +201,38 @@ def test_items_from_several_threads_all_arrive(seed: int) -> None:
         thread.join()
     for worker in range(len(plans)):
         assert [i for w, i in taken if w == worker] == list(range(300))
+
+
+@pytest.mark.parametrize("child_is_async", [False, True])
+def test_a_graph_streamed_inside_a_node_shares_the_runs_control(child_is_async: bool) -> None:
+    """As a graph a node runs does (docs/howto/budgets.md): the outer budgets and token hold."""
+    from selectgraph.core._control import current_control
+
+    controls: dict[str, Any] = {}
+
+    def child_sync(state: Any) -> dict[str, Any]:
+        controls["child"] = current_control()
+        return {"n": 1}
+
+    async def child_async(state: Any) -> dict[str, Any]:
+        controls["child"] = current_control()
+        return {"n": 1}
+
+    child = AgentGraph("child")
+    child.add_node("c", child_async if child_is_async else child_sync)
+    child.add_edge("c", END)
+    child.set_entry("c")
+
+    def parent_node(state: Any) -> dict[str, Any]:
+        controls["parent"] = current_control()
+        assert list(child.stream({"n": 0})) == [{"c": {"n": 1}}]
+        return {"m": 1}
+
+    parent = AgentGraph("parent")
+    parent.add_node("p", parent_node)
+    parent.add_edge("p", END)
+    parent.set_entry("p")
+    parent.run({"m": 0})
+
+    assert controls["parent"] is not None
+    assert controls["child"] is controls["parent"]
