@@ -98,6 +98,7 @@ def _converter(code: int, given: int) -> Converter | None:
         "plain": PLAIN_TYPES,
         "j": json_value,
         "finite": math.isfinite,
+        "floor": math.floor,  # to_unit's arithmetic, inline
     }
     items = [repr("event") + ": " + repr(cls.__name__), repr("type") + ": " + repr(cls.type.value)]
     source_of: dict[str, str] = {}
@@ -136,7 +137,7 @@ def _value(name: str, source: str) -> str:
     finite_float = f"(type({source}) is float and finite({source}))"  # times, durations
     if name in ROUNDED:  # as event_to_json keeps them: to the microsecond
         return (
-            f"(round({source}, {ROUNDED[name]}) if {finite_float} "
+            f"(floor({source} * {ROUNDED[name]!r} + 0.5) / {ROUNDED[name]!r} if {finite_float} "
             f"else {source} if type({source}) in plain else j({source}))"
         )
     return f"({source} if type({source}) in plain or {finite_float} else j({source}))"
