@@ -78,10 +78,12 @@ def served(*args: str, token: str | None = None) -> Iterator[Running]:
 
 def test_the_command_serves_its_graphs_to_the_openai_client(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'threads.db'}"
-    with served(
-        "tests.cli.graphs:asker", "tests.cli.graphs:approval", "--name", "ask", "--store", store
-    ) as running:
-        client = openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0)
+    with (
+        served(
+            "tests.cli.graphs:asker", "tests.cli.graphs:approval", "--name", "ask", "--store", store
+        ) as running,
+        openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
         names = [model.id for model in client.models.list()]
         answered = client.chat.completions.create(
             model="ask", messages=[{"role": "user", "content": "why?"}]
@@ -100,10 +102,10 @@ def test_the_command_serves_its_graphs_to_the_openai_client(tmp_path: Path) -> N
 def test_a_token_is_required_on_every_request_when_given() -> None:
     with served("tests.cli.graphs:asker", "--token", "s3cret", token="s3cret") as running:
         refused = httpx.get(f"{running.url}/v1/models")
-        client = openai.OpenAI(base_url=f"{running.url}/v1", api_key="s3cret", max_retries=0)
-        answered = client.chat.completions.create(
-            model="asker", messages=[{"role": "user", "content": "hi"}]
-        )
+        with openai.OpenAI(base_url=f"{running.url}/v1", api_key="s3cret", max_retries=0) as client:
+            answered = client.chat.completions.create(
+                model="asker", messages=[{"role": "user", "content": "hi"}]
+            )
 
     assert refused.status_code == 401
     assert answered.choices[0].message.content == "you asked: hi"

@@ -86,9 +86,10 @@ def test_a_body_that_is_not_a_json_object_is_a_400(
 
 
 def test_the_openai_client_raises_bad_request_naming_the_field(server: Server) -> None:
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
-
-    with pytest.raises(openai.BadRequestError) as caught:
+    with (
+        openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0) as client,
+        pytest.raises(openai.BadRequestError) as caught,
+    ):
         client.chat.completions.create(
             model="hearing", messages=cast(Any, [{"role": "user", "content": 7}])
         )
@@ -158,11 +159,13 @@ def test_every_route_needs_the_token_when_there_is_one() -> None:
         basic = httpx.get(f"{url}/v1/models", headers={"Authorization": "Basic s3cret"})
         right = httpx.get(f"{url}/v1/models", headers={"Authorization": "Bearer s3cret"})
         unknown_route = httpx.get(f"{url}/elsewhere")
-        bad_client = openai.OpenAI(base_url=f"{url}/v1", api_key="nope", max_retries=0)
-        with pytest.raises(openai.AuthenticationError, match="needs its token"):
+        with (
+            openai.OpenAI(base_url=f"{url}/v1", api_key="nope", max_retries=0) as bad_client,
+            pytest.raises(openai.AuthenticationError, match="needs its token"),
+        ):
             bad_client.chat.completions.create(model="hearing", messages=CHAT["messages"])
-        good_client = openai.OpenAI(base_url=f"{url}/v1", api_key="s3cret", max_retries=0)
-        reply = good_client.chat.completions.create(model="hearing", messages=CHAT["messages"])
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="s3cret", max_retries=0) as good_client:
+            reply = good_client.chat.completions.create(model="hearing", messages=CHAT["messages"])
 
     assert [missing.status_code, wrong.status_code, basic.status_code] == [401, 401, 401]
     assert missing.headers["www-authenticate"] == "Bearer"
@@ -209,8 +212,10 @@ def test_unknown_routes_and_methods_are_json_errors(server: Server) -> None:
 def test_a_message_for_a_busy_thread_under_reject_is_a_409() -> None:
     gate = Gate()
     served = ServedGraph(gate.graph(), multitask_strategy="reject")
-    with Server(create_app([served])) as running:
-        client = openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0)
+    with (
+        Server(create_app([served])) as running,
+        openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
         messages: Any = [{"role": "user", "content": "wait"}]
         busy = {"X-Thread-Id": "busy"}
 

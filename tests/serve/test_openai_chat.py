@@ -25,8 +25,9 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture
-def client(server: Server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+def client(server: Server) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0) as client:
+        yield client
 
 
 def test_models_lists_every_served_graph(client: openai.OpenAI) -> None:
@@ -209,16 +210,20 @@ def test_an_unknown_model_is_a_404_in_openais_error_shape(
 def test_a_restarted_server_on_the_same_store_continues_the_conversation(tmp_path: Path) -> None:
     store = SQLiteCheckpointStore(str(tmp_path / "served.db"))
     messages: Any = [{"role": "user", "content": "one"}]
-    with Server(create_app([ServedGraph(hearing_graph(), store=store)])) as before:
-        client = openai.OpenAI(base_url=f"{before.url}/v1", api_key="unused", max_retries=0)
+    with (
+        Server(create_app([ServedGraph(hearing_graph(), store=store)])) as before,
+        openai.OpenAI(base_url=f"{before.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
         first = client.chat.completions.create(model="hearing", messages=messages)
     messages += [
         {"role": "assistant", "content": first.choices[0].message.content},
         {"role": "user", "content": "two"},
     ]
     # A new server (a new process, after a restart) knows the digest from the store alone.
-    with Server(create_app([ServedGraph(hearing_graph(), store=store)])) as after:
-        client = openai.OpenAI(base_url=f"{after.url}/v1", api_key="unused", max_retries=0)
+    with (
+        Server(create_app([ServedGraph(hearing_graph(), store=store)])) as after,
+        openai.OpenAI(base_url=f"{after.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
         second = client.chat.completions.create(model="hearing", messages=messages)
     store.close()
 
@@ -231,9 +236,9 @@ def test_two_servers_on_one_store_agree_on_which_history_a_thread_holds(tmp_path
     with (
         Server(create_app([ServedGraph(hearing_graph(), store=store)])) as one,
         Server(create_app([ServedGraph(hearing_graph(), store=store)])) as other,
+        openai.OpenAI(base_url=f"{one.url}/v1", api_key="unused", max_retries=0) as first,
+        openai.OpenAI(base_url=f"{other.url}/v1", api_key="unused", max_retries=0) as second,
     ):
-        first = openai.OpenAI(base_url=f"{one.url}/v1", api_key="unused", max_retries=0)
-        second = openai.OpenAI(base_url=f"{other.url}/v1", api_key="unused", max_retries=0)
         started = first.chat.completions.create(
             model="hearing", messages=[{"role": "user", "content": "one"}]
         )

@@ -47,8 +47,11 @@ def client() -> Iterator[openai.OpenAI]:
         ServedGraph(_talks_then_fails()),
         ServedGraph(_typed_question()),
     ]
-    with Server(create_app(served)) as running:
-        yield openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0)
+    with (
+        Server(create_app(served)) as running,
+        openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
+        yield client
 
 
 def test_a_failed_run_is_a_500_saying_why(client: openai.OpenAI) -> None:

@@ -43,8 +43,10 @@ def test_smollm2_answers_through_the_openai_client_and_continues_its_thread(
     graph.add_node(
         "assistant", Agent(config, provider=model), context_mode=ContextMode.FULL, next_node=END
     )
-    with Server(create_app([ServedGraph(graph)])) as running:
-        client = openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0)
+    with (
+        Server(create_app([ServedGraph(graph)])) as running,
+        openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
         messages: Any = [{"role": "user", "content": "Name a color."}]
         stream = client.chat.completions.create(
             model="smol", messages=messages, stream=True, stream_options={"include_usage": True}

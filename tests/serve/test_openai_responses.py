@@ -22,8 +22,9 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture
-def client(server: Server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+def client(server: Server) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0) as client:
+        yield client
 
 
 def test_a_response_holds_the_final_message_its_thread_and_usage(client: openai.OpenAI) -> None:
